@@ -1,0 +1,163 @@
+#include "tokenizer.h"
+
+#include <cstdio>
+
+#include "gguf.h"
+#include "utf8.h"
+
+namespace kvserve {
+namespace {
+
+int32_t optional_id(const GgufFile& f, const std::string& key, int32_t fallback, size_t n_vocab) {
+  const GgufValue* v = f.find(key);
+  if (!v) return fallback;
+  int64_t id = v->as_int(key);
+  // 0xFFFFFFFF (and anything else outside the vocab) means "no such token".
+  return id >= 0 && static_cast<size_t>(id) < n_vocab ? static_cast<int32_t>(id) : -1;
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(const GgufFile& file) {
+  const std::string& model = file.get("tokenizer.ggml.model").as_string("tokenizer.ggml.model");
+  if (model == "llama") {
+    model_ = Model::kSpm;
+  } else if (model == "gpt2") {
+    model_ = Model::kBpe;
+  } else {
+    throw GgufError(file.path() + ": unsupported tokenizer.ggml.model '" + model +
+                    "' (llama and gpt2 are supported)");
+  }
+  const auto& tokens = file.get("tokenizer.ggml.tokens").as_array("tokenizer.ggml.tokens");
+  if (tokens.empty()) throw GgufError(file.path() + ": tokenizer.ggml.tokens is empty");
+  if (tokens.size() > (1u << 24)) throw GgufError(file.path() + ": tokenizer.ggml.tokens too large");
+  const size_t n = tokens.size();
+  tokens_.reserve(n);
+  for (const auto& t : tokens) tokens_.push_back(t.as_string("tokenizer.ggml.tokens"));
+  scores_.assign(n, 0.0f);
+  if (const GgufValue* s = file.find("tokenizer.ggml.scores")) {
+    const auto& arr = s->as_array("tokenizer.ggml.scores");
+    if (arr.size() != n)
+      throw GgufError(file.path() + ": tokenizer.ggml.scores has " + std::to_string(arr.size()) +
+                      " entries for " + std::to_string(n) + " tokens");
+    for (size_t i = 0; i < n; ++i) scores_[i] = static_cast<float>(arr[i].as_float("tokenizer.ggml.scores"));
+  }
+  kinds_.assign(n, TokenKind::kNormal);
+  if (const GgufValue* t = file.find("tokenizer.ggml.token_type")) {
+    const auto& arr = t->as_array("tokenizer.ggml.token_type");
+    if (arr.size() != n)
+      throw GgufError(file.path() + ": tokenizer.ggml.token_type has " + std::to_string(arr.size()) +
+                      " entries for " + std::to_string(n) + " tokens");
+    for (size_t i = 0; i < n; ++i) {
+      int64_t k = arr[i].as_int("tokenizer.ggml.token_type");
+      kinds_[i] = (k >= 1 && k <= 6) ? static_cast<TokenKind>(k) : TokenKind::kNormal;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) index_.emplace(tokens_[i], static_cast<int32_t>(i));
+
+  const bool spm = model_ == Model::kSpm;
+  bos_id_ = optional_id(file, "tokenizer.ggml.bos_token_id", spm ? 1 : -1, n);
+  eos_id_ = optional_id(file, "tokenizer.ggml.eos_token_id", spm ? 2 : -1, n);
+  if (const GgufValue* v = file.find("tokenizer.ggml.add_bos_token"))
+    add_bos_ = v->as_bool("tokenizer.ggml.add_bos_token");
+  else
+    add_bos_ = spm;
+  if (const GgufValue* v = file.find("tokenizer.ggml.add_space_prefix"))
+    add_space_prefix_ = v->as_bool("tokenizer.ggml.add_space_prefix");
+  else
+    add_space_prefix_ = spm;
+  if (add_bos_ && bos_id_ < 0) add_bos_ = false;
+
+  for (int b = 0; b < 256; ++b) byte_tokens_[b] = -1;
+  if (spm) {
+    for (int b = 0; b < 256; ++b) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+      byte_tokens_[b] = find(hex);
+    }
+  } else {
+    init_bpe(file);
+  }
+}
+
+Tokenizer::~Tokenizer() = default;
+
+int32_t Tokenizer::find(const std::string& text) const {
+  auto it = index_.find(text);
+  return it == index_.end() ? -1 : it->second;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+  std::vector<int32_t> out;
+  if (add_bos && add_bos_) out.push_back(bos_id_);
+  if (text.empty()) return out;
+  if (model_ == Model::kSpm)
+    encode_spm(text, out);
+  else
+    encode_bpe(text, out);
+  return out;
+}
+
+std::string Tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return {};
+  const std::string& t = tokens_[id];
+  switch (kinds_[id]) {
+    case TokenKind::kControl:
+    case TokenKind::kUnused:
+      return {};
+    case TokenKind::kUnknown:
+      return "\xE2\x96\x85";  // U+2585, as SentencePiece shows an unknown piece
+    case TokenKind::kByte:
+      if (model_ == Model::kSpm && t.size() == 6 && t.compare(0, 3, "<0x") == 0)
+        return std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+      [[fallthrough]];
+    default:
+      break;
+  }
+  if (model_ == Model::kSpm) {
+    // "▁" (U+2581) stands for a space.
+    std::string out;
+    out.reserve(t.size());
+    for (size_t i = 0; i < t.size();) {
+      if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+        out += ' ';
+        i += 3;
+      } else {
+        out += t[i++];
+      }
+    }
+    return out;
+  }
+  return kinds_[id] == TokenKind::kUserDefined ? t : bpe_token_bytes(t);
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  IncrementalDecoder d(*this, {});
+  std::string out;
+  for (int32_t id : ids) out += d.push(id);
+  out += d.flush();
+  return out;
+}
+
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, const std::vector<int32_t>& context)
+    : tokenizer_(tokenizer), at_start_(true) {
+  for (int32_t id : context) {
+    if (!tokenizer_.token_bytes(id).empty()) {
+      at_start_ = false;
+      break;
+    }
+  }
+}
+
+std::string IncrementalDecoder::push(int32_t id) {
+  std::string bytes = tokenizer_.token_bytes(id);
+  if (bytes.empty()) return {};
+  if (at_start_ && tokenizer_.strips_first_space() && bytes[0] == ' ') bytes.erase(0, 1);
+  at_start_ = false;
+  pending_ += bytes;
+  return utf8_take_complete(pending_, false);
+}
+
+std::string IncrementalDecoder::flush() { return utf8_take_complete(pending_, true); }
+
+}  // namespace kvserve

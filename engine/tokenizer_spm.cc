@@ -1,0 +1,110 @@
+// SentencePiece-style BPE as llama.cpp runs it for `llama` vocabularies: spaces become "▁",
+// a dummy "▁" prefix is added, then the adjacent pair whose merged text is the highest-scoring
+// vocab entry is merged until none is left; pieces with no token fall back to <0xXX> bytes.
+#include <functional>
+#include <map>
+#include <queue>
+
+#include "tokenizer.h"
+#include "utf8.h"
+
+namespace kvserve {
+namespace {
+
+struct Symbol {
+  int prev;
+  int next;
+  size_t start;  // into the escaped text
+  size_t len;    // 0 once merged into its left neighbour
+};
+
+struct Bigram {
+  int left;
+  int right;
+  float score;
+  size_t len;
+};
+
+// Highest score first; among equals the leftmost pair.
+struct BigramOrder {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  }
+};
+
+}  // namespace
+
+void Tokenizer::encode_spm(std::string_view raw, std::vector<int32_t>& out) const {
+  std::string text;
+  text.reserve(raw.size() + 8);
+  if (add_space_prefix_) text += "\xE2\x96\x81";
+  for (char c : raw) {
+    if (c == ' ')
+      text += "\xE2\x96\x81";
+    else
+      text += c;
+  }
+
+  std::vector<Symbol> symbols;
+  for (size_t i = 0; i < text.size();) {
+    int n = utf8_sequence_length(text, i);
+    size_t len = n > 0 ? static_cast<size_t>(n) : (n < 0 ? static_cast<size_t>(-n) : 1);
+    int idx = static_cast<int>(symbols.size());
+    symbols.push_back({idx - 1, idx + 1, i, len});
+    i += len;
+  }
+  if (symbols.empty()) return;
+  symbols.back().next = -1;
+
+  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  std::map<std::string, std::pair<int, int>> rev_merge;
+  auto try_add = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    std::string merged = text.substr(symbols[left].start, symbols[left].len + symbols[right].len);
+    int32_t id = find(merged);
+    if (id < 0) return;
+    queue.push({left, right, scores_[id], merged.size()});
+    rev_merge[merged] = {left, right};
+  };
+  for (size_t i = 1; i < symbols.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
+
+  while (!queue.empty()) {
+    Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = symbols[b.left];
+    Symbol& r = symbols[b.right];
+    // Skip pairs made stale by an earlier merge.
+    if (l.len == 0 || r.len == 0 || l.len + r.len != b.len) continue;
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) symbols[r.next].prev = b.left;
+    try_add(l.prev, b.left);
+    try_add(b.left, l.next);
+  }
+
+  // Emit each final symbol: its token, else the two halves it was merged from, else bytes.
+  std::function<void(size_t, size_t)> emit = [&](size_t start, size_t len) {
+    std::string piece = text.substr(start, len);
+    int32_t id = find(piece);
+    if (id >= 0) {
+      out.push_back(id);
+      return;
+    }
+    auto it = rev_merge.find(piece);
+    if (it != rev_merge.end()) {
+      const Symbol& a = symbols[it->second.first];
+      const Symbol& b = symbols[it->second.second];
+      emit(a.start, b.start - a.start);
+      emit(b.start, start + len - b.start);
+      return;
+    }
+    for (unsigned char c : piece) {
+      int32_t bid = byte_tokens_[c];
+      if (bid >= 0) out.push_back(bid);
+    }
+  };
+  for (int i = 0; i != -1; i = symbols[i].next) emit(symbols[i].start, symbols[i].len);
+}
+
+}  // namespace kvserve

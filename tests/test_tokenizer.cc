@@ -1,0 +1,135 @@
+// Tokenizers against llama.cpp's published test vectors (Hugging Face tokenizer outputs),
+// plus invariants: decode(encode(x)) == x and streaming never splits a UTF-8 character.
+#include <memory>
+#include <vector>
+
+#include "gguf.h"
+#include "test_support.h"
+#include "tokenizer.h"
+#include "utf8.h"
+
+namespace kvserve {
+namespace {
+
+using testing::read_text;
+using testing::shared_model;
+
+struct Case {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+std::vector<Case> load_cases(const std::string& vocab) {
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::string inp = read_text(shared_model(vocab + ".inp"));
+  std::string out = read_text(shared_model(vocab + ".out"));
+  std::vector<std::string> texts;
+  for (size_t pos = 0;;) {
+    size_t next = inp.find(sep, pos);
+    if (next == std::string::npos) break;
+    texts.push_back(inp.substr(pos, next - pos));
+    pos = next + sep.size();
+  }
+  std::vector<Case> cases;
+  std::istringstream lines(out);
+  std::string line;
+  for (const auto& t : texts) {
+    std::getline(lines, line);
+    Case c{t, {}};
+    std::istringstream ids(line);
+    int32_t id;
+    while (ids >> id) c.ids.push_back(id);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+class VocabTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(VocabTest, MatchesReferenceVectors) {
+  const std::string vocab = GetParam();
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model(vocab));
+  GgufFile file(shared_model(vocab));
+  Tokenizer tok(file);
+  auto cases = load_cases(vocab);
+  ASSERT_EQ(cases.size(), 46u);
+  for (const auto& c : cases) {
+    EXPECT_EQ(tok.encode(c.text, false), c.ids) << "text: '" << c.text << "'";
+  }
+}
+
+TEST_P(VocabTest, DecodeInvertsEncodeAndStreamsWholeCharacters) {
+  const std::string vocab = GetParam();
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model(vocab));
+  GgufFile file(shared_model(vocab));
+  Tokenizer tok(file);
+  std::vector<std::string> texts;
+  for (const auto& c : load_cases(vocab)) texts.push_back(c.text);
+  texts.push_back("Zürich 東京 🦙 naïve café — ½");
+  for (const auto& text : texts) {
+    auto ids = tok.encode(text, true);
+    EXPECT_EQ(tok.decode(ids), text);
+    IncrementalDecoder dec(tok, {});
+    std::string streamed;
+    for (int32_t id : ids) {
+      std::string chunk = dec.push(id);
+      EXPECT_TRUE(utf8_is_valid(chunk)) << "chunk splits a character in '" << text << "'";
+      streamed += chunk;
+    }
+    streamed += dec.flush();
+    EXPECT_EQ(streamed, text);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabs, VocabTest,
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"),
+                         [](const auto& info) {
+                           return std::string(info.param).find("gpt") != std::string::npos ? "Gpt2"
+                                                                                            : "LlamaSpm";
+                         });
+
+TEST(Tokenizer, SpmKnownStrings) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("ggml-vocab-llama-spm.gguf"));
+  GgufFile file(shared_model("ggml-vocab-llama-spm.gguf"));
+  Tokenizer tok(file);
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_TRUE(tok.adds_bos());
+  EXPECT_EQ(tok.encode("Hello world", true), (std::vector<int32_t>{1, 15043, 3186}));
+  EXPECT_EQ(tok.encode("", true), (std::vector<int32_t>{1}));
+}
+
+TEST(Tokenizer, IncrementalDecoderKeepsSpaceAfterPrompt) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("ggml-vocab-llama-spm.gguf"));
+  GgufFile file(shared_model("ggml-vocab-llama-spm.gguf"));
+  Tokenizer tok(file);
+  auto prompt = tok.encode("Hello", true);
+  auto world = tok.encode(" world", false);  // "▁▁world": dummy prefix + the space
+  IncrementalDecoder after_prompt(tok, prompt);
+  IncrementalDecoder at_start(tok, {tok.bos_id()});
+  std::string a, b;
+  for (int32_t id : tok.encode("world", false)) {
+    a += after_prompt.push(id);
+    b += at_start.push(id);
+  }
+  EXPECT_EQ(a, " world");
+  EXPECT_EQ(b, "world");
+  (void)world;
+}
+
+TEST(Utf8, TakesCompleteCharactersOnly) {
+  std::string pending = "a\xE2\x82";  // "a" then 2 of the 3 bytes of "€"
+  EXPECT_EQ(utf8_take_complete(pending, false), "a");
+  EXPECT_EQ(pending, "\xE2\x82");
+  pending += "\xAC";
+  EXPECT_EQ(utf8_take_complete(pending, false), "\xE2\x82\xAC");
+  pending = "\xFF" "b";
+  EXPECT_EQ(utf8_take_complete(pending, false), "\xEF\xBF\xBD" "b");
+  pending = "\xE2\x82";
+  EXPECT_EQ(utf8_take_complete(pending, true), "\xEF\xBF\xBD");
+  EXPECT_FALSE(utf8_is_valid("\xED\xA0\x80"));  // a surrogate
+  EXPECT_FALSE(utf8_is_valid("\xC0\x80"));      // overlong
+  EXPECT_TRUE(utf8_is_valid("\xF0\x9F\xA6\x99"));
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -1,0 +1,106 @@
+#include "config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace kvserve {
+namespace {
+
+using nlohmann::json;
+
+// Reads section.key into `out` if present, checking its JSON type.
+template <typename T>
+void read(const json& section, const std::string& name, const char* key, T& out,
+          std::set<std::string>& seen) {
+  seen.insert(key);
+  auto it = section.find(key);
+  if (it == section.end()) return;
+  const std::string field = name + "." + key;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) throw ConfigError(field + ": expected a string, got " + it->dump());
+    out = it->get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) throw ConfigError(field + ": expected true or false, got " + it->dump());
+    out = it->get<bool>();
+  } else {
+    if (!it->is_number_integer())
+      throw ConfigError(field + ": expected an integer, got " + it->dump());
+    if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                 : (it->get<int64_t>() < std::numeric_limits<T>::min() ||
+                                    it->get<int64_t>() > std::numeric_limits<T>::max()))
+      throw ConfigError(field + ": " + it->dump() + " is out of range");
+    out = static_cast<T>(it->get<int64_t>());
+  }
+}
+
+const json& section(const json& config, const std::string& name) {
+  static const json empty = json::object();
+  auto it = config.find(name);
+  if (it == config.end()) return empty;
+  if (!it->is_object()) throw ConfigError(name + ": expected an object");
+  return *it;
+}
+
+void reject_unknown(const json& s, const std::string& name, const std::set<std::string>& seen) {
+  for (auto it = s.begin(); it != s.end(); ++it)
+    if (!seen.count(it.key())) throw ConfigError(name + "." + it.key() + ": unknown field");
+}
+
+}  // namespace
+
+EngineOptions engine_options_from_json(const json& config) {
+  if (!config.is_object()) throw ConfigError("config: expected a JSON object");
+  EngineOptions o;
+  std::set<std::string> seen;
+  const json& m = section(config, "model");
+  read(m, "model", "path", o.model.path, seen);
+  read(m, "model", "num_threads", o.model.num_threads, seen);
+  reject_unknown(m, "model", seen);
+
+  seen.clear();
+  const json& c = section(config, "cache");
+  read(c, "cache", "block_size", o.cache.block_size, seen);
+  read(c, "cache", "num_blocks", o.cache.num_blocks, seen);
+  read(c, "cache", "memory_bytes", o.cache.memory_bytes, seen);
+  reject_unknown(c, "cache", seen);
+
+  seen.clear();
+  const json& s = section(config, "scheduler");
+  read(s, "scheduler", "max_num_seqs", o.scheduler.max_num_seqs, seen);
+  read(s, "scheduler", "max_num_batched_tokens", o.scheduler.max_num_batched_tokens, seen);
+  read(s, "scheduler", "max_model_len", o.scheduler.max_model_len, seen);
+  read(s, "scheduler", "max_waiting", o.scheduler.max_waiting, seen);
+  reject_unknown(s, "scheduler", seen);
+  return o;
+}
+
+void validate(const EngineOptions& o) {
+  if (o.model.path.empty()) throw ConfigError("model.path: required (a GGUF file)");
+  if (o.model.num_threads < 0) throw ConfigError("model.num_threads: must be >= 0");
+  if (o.cache.block_size < 1 || o.cache.block_size > 1024)
+    throw ConfigError("cache.block_size: must be between 1 and 1024");
+  if (o.cache.num_blocks < 0) throw ConfigError("cache.num_blocks: must be >= 0");
+  if (o.cache.num_blocks == 0 && o.cache.memory_bytes <= 0)
+    throw ConfigError("cache.memory_bytes: must be positive when cache.num_blocks is 0");
+  if (o.scheduler.max_num_seqs < 1) throw ConfigError("scheduler.max_num_seqs: must be >= 1");
+  if (o.scheduler.max_num_batched_tokens < 1)
+    throw ConfigError("scheduler.max_num_batched_tokens: must be >= 1");
+  if (o.scheduler.max_num_batched_tokens < o.scheduler.max_num_seqs)
+    throw ConfigError("scheduler.max_num_batched_tokens: must be >= scheduler.max_num_seqs, so that "
+                      "every running sequence can decode in one step");
+  if (o.scheduler.max_model_len < 0) throw ConfigError("scheduler.max_model_len: must be >= 0");
+  if (o.scheduler.max_waiting < 1) throw ConfigError("scheduler.max_waiting: must be >= 1");
+}
+
+json load_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open config file");
+  try {
+    return json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(path + ": invalid JSON: " + e.what());
+  }
+}
+
+}  // namespace kvserve

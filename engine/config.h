@@ -1,0 +1,51 @@
+// Options of the engine's areas, one struct each, loaded from a JSON config and validated once
+// at start-up. Every error names the offending field ("cache.block_size: ...").
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace kvserve {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelOptions {
+  std::string path;             // GGUF file to serve (required)
+  int32_t num_threads = 0;      // compute threads for kernels and oneDNN; 0 = all cores
+};
+
+struct CacheOptions {
+  int32_t block_size = 16;               // tokens per KV block
+  int32_t num_blocks = 0;                // KV blocks to allocate; 0 = derive from memory_bytes
+  int64_t memory_bytes = int64_t{1} << 30;  // KV budget in bytes, used when num_blocks is 0
+};
+
+struct SchedulerOptions {
+  int32_t max_num_seqs = 64;              // sequences in one step at most (the batch size)
+  int32_t max_num_batched_tokens = 2048;  // tokens (prompt chunks + decodes) in one step at most
+  int32_t max_model_len = 0;              // prompt + output tokens per request; 0 = model's context
+  int32_t max_waiting = 1024;             // queued requests beyond which submit says "overloaded"
+};
+
+struct EngineOptions {
+  ModelOptions model;
+  CacheOptions cache;
+  SchedulerOptions scheduler;
+};
+
+// Reads the "model", "cache" and "scheduler" sections of a parsed config; other top-level
+// sections are left to their owners. Unknown fields and wrong types are errors.
+EngineOptions engine_options_from_json(const nlohmann::json& config);
+// Range checks that need no model (the model-dependent ones run when the engine starts).
+void validate(const EngineOptions& options);
+
+// Loads a JSON file; ConfigError names the file on a parse failure.
+nlohmann::json load_json_file(const std::string& path);
+
+}  // namespace kvserve

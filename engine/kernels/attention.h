@@ -1,0 +1,28 @@
+// Causal attention over a paged KV cache. Each token of the flat batch attends to the first
+// ctx_lens[t] positions of its own sequence, found through that sequence's block table; prompt
+// chunks and decode tokens are handled alike. Any ratio of query heads to KV heads (MHA, GQA, MQA).
+#pragma once
+
+#include <cstdint>
+
+namespace kvserve {
+
+// Cache layout of one layer, for K and V alike: [num_blocks, n_kv, block_size, head_dim].
+
+// Stores each token's K and V rows at its slot (block · block_size + offset).
+// k, v: [rows, row_stride] with n_kv·head_dim values from column 0; slots: [rows].
+// k_cache, v_cache: [num_blocks, n_kv, block_size, head_dim].
+void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
+              int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache);
+
+// q: [rows, q_stride] with n_head·head_dim values from column 0.
+// k_cache, v_cache: [num_blocks, n_kv, block_size, head_dim].
+// block_tables: [n_seqs, max_blocks]; token_seq: [rows] row of block_tables for each token;
+// ctx_lens: [rows] number of cached positions each token sees (its position + 1).
+// out: [rows, n_head·head_dim].
+void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float* k_cache,
+                     const float* v_cache, const int32_t* block_tables, int32_t max_blocks,
+                     const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv,
+                     int head_dim, int block_size, float scale, float* out);
+
+}  // namespace kvserve

@@ -1,0 +1,49 @@
+#include "kernels/matmul.h"
+
+namespace kvserve {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+Linear::Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in)
+    : ctx_(&ctx), n_out_(n_out), n_in_(n_in), weights_(w, w + n_out * n_in) {
+  // The [n_out, n_in] rows are exactly a [n_in, n_out] matrix in column-major ("ba") order,
+  // so oneDNN reads them in place as the right-hand operand.
+  memory::desc wd({n_in_, n_out_}, dt::f32, tag::ba);
+  weights_mem_ = memory(wd, ctx_->engine, weights_.data());
+}
+
+Linear::Cached& Linear::primitive_for(int64_t m, bool accumulate) {
+  int64_t key = m * 2 + (accumulate ? 1 : 0);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return *it->second;
+  memory::desc sd({m, n_in_}, dt::f32, tag::ab);
+  memory::desc dd({m, n_out_}, dt::f32, tag::ab);
+  dnnl::matmul::desc d(sd, weights_mem_.get_desc(), dd);
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::primitive_desc pd(d, attr, ctx_->engine);
+  auto c = std::make_unique<Cached>();
+  c->primitive = dnnl::matmul(pd);
+  c->src = memory(sd, ctx_->engine, DNNL_MEMORY_NONE);
+  c->dst = memory(dd, ctx_->engine, DNNL_MEMORY_NONE);
+  return *cache_.emplace(key, std::move(c)).first->second;
+}
+
+void Linear::forward(const float* x, int64_t m, float* y, bool accumulate) {
+  if (m == 0) return;
+  Cached& c = primitive_for(m, accumulate);
+  c.src.set_data_handle(const_cast<float*>(x));
+  c.dst.set_data_handle(y);
+  c.primitive.execute(ctx_->stream, {{DNNL_ARG_SRC, c.src},
+                                     {DNNL_ARG_WEIGHTS, weights_mem_},
+                                     {DNNL_ARG_DST, c.dst}});
+  ctx_->stream.wait();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,47 @@
+// y = x · Wᵀ through oneDNN, with W prepared once at load and one primitive per batch height M
+// cached and reused (M changes every step; K and N never do).
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace kvserve {
+
+// The oneDNN engine and stream that every matmul of one model shares.
+struct DnnlContext {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+class Linear {
+ public:
+  // w: [n_out, n_in] row-major (ggml's [out][in]); copied into memory this object owns.
+  Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in);
+  Linear(Linear&&) = default;
+
+  // x: [m, n_in], y: [m, n_out]. accumulate: y += x·Wᵀ (the residual add, fused as a post-op).
+  void forward(const float* x, int64_t m, float* y, bool accumulate = false);
+
+  int64_t n_in() const { return n_in_; }
+  int64_t n_out() const { return n_out_; }
+  const float* weight() const { return weights_.data(); }  // [n_out, n_in]
+
+ private:
+  struct Cached {
+    dnnl::matmul primitive;
+    dnnl::memory src, dst;
+  };
+  Cached& primitive_for(int64_t m, bool accumulate);
+
+  DnnlContext* ctx_;
+  int64_t n_out_, n_in_;
+  std::vector<float> weights_;
+  dnnl::memory weights_mem_;
+  std::unordered_map<int64_t, std::unique_ptr<Cached>> cache_;  // key: m * 2 + accumulate
+};
+
+}  // namespace kvserve

@@ -1,0 +1,23 @@
+// Row-wise kernels of the Llama block. Raw pointers and plain sizes; no knowledge of requests.
+#pragma once
+
+#include <cstdint>
+
+namespace kvserve {
+
+// x: [rows, dim], w: [dim], out: [rows, dim] (may alias x). out = x / rms(x) * w.
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
+
+// Rotary embedding in place, adjacent-pair layout: (x[2i], x[2i+1]) of each head rotated by
+// pos · base^(-2i/rot_dim) for 2i < rot_dim; dimensions past rot_dim are left alone.
+// x: [rows, row_stride] with n_heads heads of head_dim starting at column 0; positions: [rows].
+void rope(float* x, int64_t rows, int64_t row_stride, const int32_t* positions, int n_heads,
+          int head_dim, int rot_dim, float base);
+
+// gate_up: [rows, 2·ff] (gate then up in each row), out: [rows, ff]. out = silu(gate) · up.
+void silu_mul(const float* gate_up, int64_t rows, int64_t ff, float* out);
+
+// table: [vocab, dim], ids: [rows], out: [rows, dim].
+void embed(const float* table, const int32_t* ids, int64_t rows, int64_t dim, float* out);
+
+}  // namespace kvserve

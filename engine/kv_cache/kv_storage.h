@@ -1,0 +1,43 @@
+// The K/V memory itself: one K and one V buffer per layer, each [num_blocks, n_kv, block_size,
+// head_dim], and the arithmetic an operator needs to size it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvserve {
+
+struct KvShape {
+  int32_t n_layers = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t element_bytes = 4;  // float32 K/V
+  // 2 (K and V) · layers · KV heads · head dim · bytes per element.
+  int64_t bytes_per_token() const {
+    return int64_t{2} * n_layers * n_kv_heads * head_dim * element_bytes;
+  }
+};
+
+class KvStorage {
+ public:
+  KvStorage(const KvShape& shape, int32_t block_size, int32_t num_blocks);
+
+  float* k(int layer) { return k_[layer].data(); }
+  float* v(int layer) { return v_[layer].data(); }
+  const KvShape& shape() const { return shape_; }
+  int32_t block_size() const { return block_size_; }
+  int32_t num_blocks() const { return num_blocks_; }
+  int64_t token_capacity() const { return int64_t{num_blocks_} * block_size_; }
+  int64_t bytes_per_block() const { return shape_.bytes_per_token() * block_size_; }
+  int64_t total_bytes() const { return bytes_per_block() * num_blocks_; }
+  // Copies every layer's K and V of block `src` onto block `dst`.
+  void copy_block(int32_t src, int32_t dst);
+
+ private:
+  KvShape shape_;
+  int32_t block_size_;
+  int32_t num_blocks_;
+  std::vector<std::vector<float>> k_, v_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,31 @@
+// What one forward step runs: a flat list of tokens from any number of sequences, each with its
+// position, its cache slot and the block table of its sequence.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvserve {
+
+struct BatchInputs {
+  std::vector<int32_t> tokens;        // [T] token ids
+  std::vector<int32_t> positions;     // [T] position of each token in its sequence
+  std::vector<int32_t> token_seq;     // [T] which sequence (row of block_tables) it belongs to
+  std::vector<int64_t> slots;         // [T] cache slot (block · block_size + offset) for its K/V
+  std::vector<int32_t> block_tables;  // [n_seqs, max_blocks] physical block ids, row-major
+  int32_t max_blocks = 0;             // row length of block_tables
+  std::vector<int32_t> logit_rows;    // indices into tokens whose logits are wanted, in order
+
+  void clear() {
+    tokens.clear();
+    positions.clear();
+    token_seq.clear();
+    slots.clear();
+    block_tables.clear();
+    max_blocks = 0;
+    logit_rows.clear();
+  }
+  int64_t size() const { return static_cast<int64_t>(tokens.size()); }
+};
+
+}  // namespace kvserve

@@ -1,0 +1,194 @@
+#include "model/llama_model.h"
+
+#include <omp.h>
+
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/convert.h"
+#include "kernels/ops.h"
+
+namespace kvserve {
+namespace {
+
+int32_t meta_int(const GgufFile& f, const std::string& key, int64_t fallback, bool required) {
+  const GgufValue* v = f.find(key);
+  if (!v) {
+    if (required) throw GgufError(f.path() + ": missing metadata key '" + key + "'");
+    return static_cast<int32_t>(fallback);
+  }
+  int64_t x = v->as_int(key);
+  if (x <= 0 || x > (int64_t{1} << 30))
+    throw GgufError(f.path() + ": key '" + key + "' has out-of-range value " + std::to_string(x));
+  return static_cast<int32_t>(x);
+}
+
+float meta_float(const GgufFile& f, const std::string& key, float fallback) {
+  const GgufValue* v = f.find(key);
+  return v ? static_cast<float>(v->as_float(key)) : fallback;
+}
+
+std::string dims_str(const std::vector<uint64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// Reads a tensor as float32, checking its shape (ggml order) against the model's hyperparameters.
+std::vector<float> load_tensor(const GgufFile& f, const std::string& name, std::vector<uint64_t> dims) {
+  const GgufTensorInfo& t = f.tensor(name);
+  if (t.dims != dims)
+    throw GgufError(f.path() + ": tensor '" + name + "' has shape " + dims_str(t.dims) +
+                    ", expected " + dims_str(dims));
+  const size_t n = t.n_elements();
+  std::vector<float> out(n);
+  const void* p = f.tensor_data(t);
+  switch (t.type) {
+    case TensorType::kF32:
+      std::memcpy(out.data(), p, n * sizeof(float));
+      break;
+    case TensorType::kF16: {
+      const auto* h = static_cast<const uint16_t*>(p);
+      for (size_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+      break;
+    }
+    case TensorType::kBF16: {
+      const auto* h = static_cast<const uint16_t*>(p);
+      for (size_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
+      break;
+    }
+  }
+  return out;
+}
+
+void append(std::vector<float>& dst, const std::vector<float>& src) {
+  dst.insert(dst.end(), src.begin(), src.end());
+}
+
+template <typename T>
+void grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
+  const std::string& arch = f.get("general.architecture").as_string("general.architecture");
+  if (arch != "llama")
+    throw GgufError(f.path() + ": unsupported architecture '" + arch + "' (supported: llama)");
+  LlamaHparams hp;
+  if (const GgufValue* n = f.find("general.name")) hp.name = n->as_string("general.name");
+  hp.n_embd = meta_int(f, "llama.embedding_length", 0, true);
+  hp.n_layer = meta_int(f, "llama.block_count", 0, true);
+  hp.n_head = meta_int(f, "llama.attention.head_count", 0, true);
+  hp.n_head_kv = meta_int(f, "llama.attention.head_count_kv", hp.n_head, false);
+  hp.n_ff = meta_int(f, "llama.feed_forward_length", 0, true);
+  hp.n_ctx_train = meta_int(f, "llama.context_length", 2048, false);
+  if (hp.n_embd % hp.n_head != 0)
+    throw GgufError(f.path() + ": llama.embedding_length " + std::to_string(hp.n_embd) +
+                    " is not a multiple of llama.attention.head_count " + std::to_string(hp.n_head));
+  if (hp.n_head % hp.n_head_kv != 0)
+    throw GgufError(f.path() + ": llama.attention.head_count_kv " + std::to_string(hp.n_head_kv) +
+                    " does not divide llama.attention.head_count " + std::to_string(hp.n_head));
+  hp.head_dim = hp.n_embd / hp.n_head;
+  hp.rope_dim = meta_int(f, "llama.rope.dimension_count", hp.head_dim, false);
+  if (hp.rope_dim > hp.head_dim || hp.rope_dim % 2 != 0)
+    throw GgufError(f.path() + ": llama.rope.dimension_count " + std::to_string(hp.rope_dim) +
+                    " must be even and at most the head dimension " + std::to_string(hp.head_dim));
+  hp.rope_base = meta_float(f, "llama.rope.freq_base", 10000.0f);
+  hp.rms_eps = meta_float(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  if (!(hp.rope_base > 0.0f) || !(hp.rms_eps > 0.0f))
+    throw GgufError(f.path() + ": rope.freq_base and layer_norm_rms_epsilon must be positive");
+  const GgufTensorInfo& emb = f.tensor("token_embd.weight");
+  if (emb.dims.size() != 2 || emb.dims[0] != static_cast<uint64_t>(hp.n_embd))
+    throw GgufError(f.path() + ": tensor 'token_embd.weight' has shape " + dims_str(emb.dims) +
+                    ", expected [" + std::to_string(hp.n_embd) + ", n_vocab]");
+  hp.n_vocab = static_cast<int32_t>(emb.dims[1]);
+  hp.weight_type = emb.type;
+  hp.tied_output = f.find_tensor("output.weight") == nullptr;
+  const int64_t d = hp.n_embd, kv = int64_t{hp.n_head_kv} * hp.head_dim;
+  hp.n_params = int64_t{hp.n_vocab} * d * (hp.tied_output ? 1 : 2) + d +
+                hp.n_layer * (2 * d + d * d * 2 + 2 * d * kv + 3 * d * hp.n_ff);
+  return hp;
+}
+
+LlamaModel::LlamaModel(const GgufFile& f, int num_threads)
+    : hp_(LlamaHparams::from_gguf(f)), dnnl_(std::make_unique<DnnlContext>()) {
+  if (num_threads > 0) omp_set_num_threads(num_threads);
+  const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff;
+  const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
+  embedding_ = load_tensor(f, "token_embd.weight", {d, v});
+  out_norm_ = load_tensor(f, "output_norm.weight", {d});
+  if (hp_.tied_output) {
+    output_ = std::make_unique<Linear>(*dnnl_, embedding_.data(), v, d);
+  } else {
+    auto w = load_tensor(f, "output.weight", {d, v});
+    output_ = std::make_unique<Linear>(*dnnl_, w.data(), v, d);
+  }
+  layers_.resize(hp_.n_layer);
+  for (int l = 0; l < hp_.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    Layer& L = layers_[l];
+    L.attn_norm = load_tensor(f, p + "attn_norm.weight", {d});
+    L.ffn_norm = load_tensor(f, p + "ffn_norm.weight", {d});
+    // Q, K and V share one matmul: their rows stacked as one [d + 2·kvd, d] matrix.
+    std::vector<float> qkv = load_tensor(f, p + "attn_q.weight", {d, d});
+    append(qkv, load_tensor(f, p + "attn_k.weight", {d, kvd}));
+    append(qkv, load_tensor(f, p + "attn_v.weight", {d, kvd}));
+    L.qkv = std::make_unique<Linear>(*dnnl_, qkv.data(), d + 2 * kvd, d);
+    auto wo = load_tensor(f, p + "attn_output.weight", {d, d});
+    L.wo = std::make_unique<Linear>(*dnnl_, wo.data(), d, d);
+    std::vector<float> gu = load_tensor(f, p + "ffn_gate.weight", {d, ff});
+    append(gu, load_tensor(f, p + "ffn_up.weight", {d, ff}));
+    L.gate_up = std::make_unique<Linear>(*dnnl_, gu.data(), 2 * ff, d);
+    auto down = load_tensor(f, p + "ffn_down.weight", {ff, d});
+    L.down = std::make_unique<Linear>(*dnnl_, down.data(), d, ff);
+  }
+}
+
+const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
+  const int64_t T = in.size(), D = hp_.n_embd, F = hp_.n_ff;
+  const int64_t q_dim = D, kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
+  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  const int64_t R = static_cast<int64_t>(in.logit_rows.size());
+  grow(x_, T * D);
+  grow(h_, T * D);
+  grow(qkv_, T * qkv_dim);
+  grow(attn_, T * q_dim);
+  grow(gu_, T * 2 * F);
+  grow(act_, T * F);
+  grow(last_, R * D);
+  grow(logits_, R * hp_.n_vocab);
+  std::vector<int32_t> ctx_lens(T);
+  for (int64_t t = 0; t < T; ++t) ctx_lens[t] = in.positions[t] + 1;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+
+  embed(embedding_.data(), in.tokens.data(), T, D, x_.data());
+  for (int l = 0; l < hp_.n_layer; ++l) {
+    Layer& L = layers_[l];
+    rms_norm(x_.data(), L.attn_norm.data(), T, D, hp_.rms_eps, h_.data());
+    L.qkv->forward(h_.data(), T, qkv_.data());
+    float* q = qkv_.data();
+    float* k = q + q_dim;
+    float* v = k + kv_dim;
+    rope(q, T, qkv_dim, in.positions.data(), hp_.n_head, hp_.head_dim, hp_.rope_dim, hp_.rope_base);
+    rope(k, T, qkv_dim, in.positions.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim, hp_.rope_base);
+    write_kv(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), kv.k(l),
+             kv.v(l));
+    paged_attention(q, T, qkv_dim, kv.k(l), kv.v(l), in.block_tables.data(), in.max_blocks,
+                    in.token_seq.data(), ctx_lens.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim,
+                    kv.block_size(), scale, attn_.data());
+    L.wo->forward(attn_.data(), T, x_.data(), /*accumulate=*/true);
+    rms_norm(x_.data(), L.ffn_norm.data(), T, D, hp_.rms_eps, h_.data());
+    L.gate_up->forward(h_.data(), T, gu_.data());
+    silu_mul(gu_.data(), T, F, act_.data());
+    L.down->forward(act_.data(), T, x_.data(), /*accumulate=*/true);
+  }
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(last_.data() + r * D, x_.data() + int64_t{in.logit_rows[r]} * D, D * sizeof(float));
+  rms_norm(last_.data(), out_norm_.data(), R, D, hp_.rms_eps, last_.data());
+  output_->forward(last_.data(), R, logits_.data());
+  return logits_.data();
+}
+
+}  // namespace kvserve

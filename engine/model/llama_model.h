@@ -1,0 +1,65 @@
+// The `llama` architecture as GGUF describes it: RMSNorm, rotary embedding (adjacent pairs),
+// causal self-attention with any number of KV heads dividing the query heads, SwiGLU, and a
+// tied or separate output matrix. Weights are loaded once; forward() runs a mixed batch.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf.h"
+#include "kernels/matmul.h"
+#include "kv_cache/kv_storage.h"
+#include "model/batch.h"
+
+namespace kvserve {
+
+struct LlamaHparams {
+  std::string name;           // general.name
+  int32_t n_vocab = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  int32_t n_ff = 0;
+  int32_t n_ctx_train = 0;    // llama.context_length
+  int32_t rope_dim = 0;       // llama.rope.dimension_count (default: head_dim)
+  float rope_base = 10000.0f; // llama.rope.freq_base
+  float rms_eps = 1e-5f;
+  bool tied_output = false;   // no output.weight: the embedding doubles as the classifier
+  TensorType weight_type = TensorType::kF32;  // as stored in the file
+  int64_t n_params = 0;
+
+  static LlamaHparams from_gguf(const GgufFile& file);
+};
+
+class LlamaModel {
+ public:
+  // Reads hyperparameters and weights; GgufError names the tensor or key that is wrong.
+  LlamaModel(const GgufFile& file, int num_threads);
+
+  const LlamaHparams& hparams() const { return hp_; }
+  KvShape kv_shape() const { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, 4}; }
+
+  // Runs every token of the batch through the model, storing each token's K/V at its slot
+  // first, and returns logits [in.logit_rows.size(), n_vocab] (valid until the next call).
+  const float* forward(const BatchInputs& in, KvStorage& kv);
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm;
+    std::unique_ptr<Linear> qkv, wo, gate_up, down;
+  };
+
+  LlamaHparams hp_;
+  std::unique_ptr<DnnlContext> dnnl_;
+  std::vector<float> embedding_;  // [n_vocab, n_embd]
+  std::vector<float> out_norm_;
+  std::unique_ptr<Linear> output_;
+  std::vector<Layer> layers_;
+  // Activations, grown to the largest batch seen and reused (no allocation per step).
+  std::vector<float> x_, h_, qkv_, attn_, gu_, act_, last_, logits_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,138 @@
+#include "model/synthetic.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "gguf_writer.h"
+#include "kernels/convert.h"
+
+namespace kvserve {
+namespace {
+
+// splitmix64: a tiny deterministic generator, so the same seed gives the same file anywhere.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f; }
+};
+
+void fill(uint8_t* out, uint64_t n, TensorType type, uint64_t seed, float scale, bool ones) {
+  Rng rng{seed};
+  for (uint64_t i = 0; i < n; ++i) {
+    float x = ones ? 1.0f : rng.uniform() * scale;
+    switch (type) {
+      case TensorType::kF32: std::memcpy(out + 4 * i, &x, 4); break;
+      case TensorType::kF16: { uint16_t h = fp32_to_fp16(x); std::memcpy(out + 2 * i, &h, 2); break; }
+      case TensorType::kBF16: { uint16_t h = fp32_to_bf16(x); std::memcpy(out + 2 * i, &h, 2); break; }
+    }
+  }
+}
+
+// Filler pieces: "▁" alone (so a space never needs byte fallback), then "▁" followed by i - 1
+// written in base 26 with letters: "▁a", "▁b", ..., "▁ba", ...
+std::string filler_piece(int32_t i) {
+  if (i == 0) return "\xE2\x96\x81";
+  --i;
+  std::string s;
+  do {
+    s.insert(s.begin(), static_cast<char>('a' + i % 26));
+    i /= 26;
+  } while (i > 0);
+  return "\xE2\x96\x81" + s;
+}
+
+}  // namespace
+
+void validate(const SyntheticSpec& s) {
+  auto need = [](bool ok, const char* what) {
+    if (!ok) throw std::invalid_argument(what);
+  };
+  need(s.dim > 0 && s.layers > 0 && s.heads > 0 && s.kv_heads > 0 && s.ffn > 0 && s.context > 0,
+       "dim, layers, heads, kv-heads, ffn and context must be positive");
+  need(s.dim % s.heads == 0, "dim must be a multiple of heads");
+  need(s.heads % s.kv_heads == 0, "kv-heads must divide heads");
+  need((s.dim / s.heads) % 2 == 0, "head dimension (dim / heads) must be even for rotary embedding");
+  need(s.vocab >= 259, "vocab must be at least 259 (3 special tokens and 256 byte tokens)");
+}
+
+void write_synthetic_llama(const SyntheticSpec& s, const std::string& path) {
+  validate(s);
+  GgufWriter w;
+  const int32_t head_dim = s.dim / s.heads;
+  char name[128];
+  std::snprintf(name, sizeof(name), "kvserve-synthetic-d%d-l%d-h%d-kv%d", s.dim, s.layers, s.heads, s.kv_heads);
+  w.add("general.architecture", GgufValue::str("llama"));
+  w.add("general.name", GgufValue::str(name));
+  w.add("general.file_type", GgufValue::u32(s.dtype == TensorType::kF32 ? 0 : s.dtype == TensorType::kF16 ? 1 : 32));
+  w.add("llama.context_length", GgufValue::u32(s.context));
+  w.add("llama.embedding_length", GgufValue::u32(s.dim));
+  w.add("llama.block_count", GgufValue::u32(s.layers));
+  w.add("llama.feed_forward_length", GgufValue::u32(s.ffn));
+  w.add("llama.attention.head_count", GgufValue::u32(s.heads));
+  w.add("llama.attention.head_count_kv", GgufValue::u32(s.kv_heads));
+  w.add("llama.rope.dimension_count", GgufValue::u32(head_dim));
+  w.add("llama.rope.freq_base", GgufValue::f32(10000.0f));
+  w.add("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
+  w.add("llama.vocab_size", GgufValue::u32(s.vocab));
+
+  GgufArray tokens, scores, types;
+  auto add_token = [&](std::string text, float score, int32_t type) {
+    tokens.push_back(GgufValue::str(std::move(text)));
+    scores.push_back(GgufValue::f32(score));
+    types.push_back(GgufValue::i32(type));
+  };
+  add_token("<unk>", 0.0f, 2);
+  add_token("<s>", 0.0f, 3);
+  add_token("</s>", 0.0f, 3);
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+    add_token(hex, 0.0f, 6);
+  }
+  for (int32_t i = 0; static_cast<int32_t>(tokens.size()) < s.vocab; ++i)
+    add_token(filler_piece(i), -static_cast<float>(i), 1);
+  w.add("tokenizer.ggml.model", GgufValue::str("llama"));
+  w.add("tokenizer.ggml.tokens", GgufValue::array(GgufType::kString, std::move(tokens)));
+  w.add("tokenizer.ggml.scores", GgufValue::array(GgufType::kFloat32, std::move(scores)));
+  w.add("tokenizer.ggml.token_type", GgufValue::array(GgufType::kInt32, std::move(types)));
+  w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+  w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+  w.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
+  w.add("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
+
+  uint64_t tensor_seed = s.seed * 1000003ull;
+  auto add = [&](const std::string& tname, std::vector<uint64_t> dims, bool norm) {
+    const uint64_t n = dims.size() == 1 ? dims[0] : dims[0] * dims[1];
+    const TensorType type = norm ? TensorType::kF32 : s.dtype;
+    // Uniform weights scaled by 1/sqrt(fan_in) keep activations of every layer near unit size.
+    const float scale = norm ? 0.0f : (tname == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(float(dims[0])));
+    const uint64_t seed = ++tensor_seed;
+    w.add_tensor(tname, std::move(dims), type,
+                 [n, type, seed, scale, norm](uint8_t* out) { fill(out, n, type, seed, scale, norm); });
+  };
+  const uint64_t d = s.dim, ff = s.ffn, v = s.vocab, kvd = uint64_t(s.kv_heads) * head_dim;
+  add("token_embd.weight", {d, v}, false);
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", {d}, true);
+    add(p + "attn_q.weight", {d, d}, false);
+    add(p + "attn_k.weight", {d, kvd}, false);
+    add(p + "attn_v.weight", {d, kvd}, false);
+    add(p + "attn_output.weight", {d, d}, false);
+    add(p + "ffn_norm.weight", {d}, true);
+    add(p + "ffn_gate.weight", {d, ff}, false);
+    add(p + "ffn_up.weight", {d, ff}, false);
+    add(p + "ffn_down.weight", {ff, d}, false);
+  }
+  add("output_norm.weight", {d}, true);
+  if (!s.tied_output) add("output.weight", {d, v}, false);
+  w.write(path);
+}
+
+}  // namespace kvserve

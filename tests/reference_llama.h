@@ -1,0 +1,129 @@
+// An independent, deliberately naive Llama forward pass in double precision: dense causal
+// attention recomputed from scratch for the whole sequence, no cache, no oneDNN, no blocks.
+// It reads weights straight from the GGUF file and shares no code with LlamaModel.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gguf.h"
+#include "kernels/convert.h"
+
+namespace kvserve::testing {
+
+class ReferenceLlama {
+ public:
+  explicit ReferenceLlama(const GgufFile& f) : f_(f) {
+    auto geti = [&](const char* k) { return static_cast<int>(f.get(k).as_int(k)); };
+    d_ = geti("llama.embedding_length");
+    layers_ = geti("llama.block_count");
+    heads_ = geti("llama.attention.head_count");
+    kv_heads_ = f.has("llama.attention.head_count_kv") ? geti("llama.attention.head_count_kv") : heads_;
+    ff_ = geti("llama.feed_forward_length");
+    hd_ = d_ / heads_;
+    rot_ = f.has("llama.rope.dimension_count") ? geti("llama.rope.dimension_count") : hd_;
+    base_ = f.has("llama.rope.freq_base") ? f.get("llama.rope.freq_base").as_float("") : 10000.0;
+    eps_ = f.has("llama.attention.layer_norm_rms_epsilon")
+               ? f.get("llama.attention.layer_norm_rms_epsilon").as_float("")
+               : 1e-5;
+    vocab_ = static_cast<int>(f.tensor("token_embd.weight").dims[1]);
+  }
+
+  // Logits after the last token of `tokens`.
+  std::vector<double> last_logits(const std::vector<int32_t>& tokens) const {
+    const int T = static_cast<int>(tokens.size());
+    auto emb = w("token_embd.weight");
+    std::vector<std::vector<double>> x(T, std::vector<double>(d_));
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < d_; ++i) x[t][i] = emb[static_cast<size_t>(tokens[t]) * d_ + i];
+    for (int l = 0; l < layers_; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      auto wq = w(p + "attn_q.weight"), wk = w(p + "attn_k.weight"), wv = w(p + "attn_v.weight");
+      auto wo = w(p + "attn_output.weight"), an = w(p + "attn_norm.weight"), fn = w(p + "ffn_norm.weight");
+      auto wg = w(p + "ffn_gate.weight"), wu = w(p + "ffn_up.weight"), wd = w(p + "ffn_down.weight");
+      const int kvd = kv_heads_ * hd_;
+      std::vector<std::vector<double>> q(T), k(T), v(T);
+      for (int t = 0; t < T; ++t) {
+        auto h = norm(x[t], an);
+        q[t] = matvec(wq, h, d_, d_);
+        k[t] = matvec(wk, h, kvd, d_);
+        v[t] = matvec(wv, h, kvd, d_);
+        rope(q[t], t, heads_);
+        rope(k[t], t, kv_heads_);
+      }
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> att(d_, 0.0);
+        for (int h = 0; h < heads_; ++h) {
+          const int kh = h / (heads_ / kv_heads_);
+          std::vector<double> s(t + 1);
+          double mx = -1e300;
+          for (int u = 0; u <= t; ++u) {
+            double dot = 0;
+            for (int i = 0; i < hd_; ++i) dot += q[t][h * hd_ + i] * k[u][kh * hd_ + i];
+            s[u] = dot / std::sqrt(static_cast<double>(hd_));
+            mx = std::max(mx, s[u]);
+          }
+          double sum = 0;
+          for (auto& e : s) sum += (e = std::exp(e - mx));
+          for (int u = 0; u <= t; ++u)
+            for (int i = 0; i < hd_; ++i) att[h * hd_ + i] += s[u] / sum * v[u][kh * hd_ + i];
+        }
+        auto o = matvec(wo, att, d_, d_);
+        for (int i = 0; i < d_; ++i) x[t][i] += o[i];
+        auto h2 = norm(x[t], fn);
+        auto g = matvec(wg, h2, ff_, d_), up = matvec(wu, h2, ff_, d_);
+        for (int i = 0; i < ff_; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * up[i];
+        auto dn = matvec(wd, g, d_, ff_);
+        for (int i = 0; i < d_; ++i) x[t][i] += dn[i];
+      }
+    }
+    auto h = norm(x[T - 1], w("output_norm.weight"));
+    auto out = f_.find_tensor("output.weight") ? w("output.weight") : w("token_embd.weight");
+    return matvec(out, h, vocab_, d_);
+  }
+
+  int vocab() const { return vocab_; }
+
+ private:
+  std::vector<double> w(const std::string& name) const {
+    const GgufTensorInfo& t = f_.tensor(name);
+    std::vector<double> out(t.n_elements());
+    const void* p = f_.tensor_data(t);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (t.type == TensorType::kF32) out[i] = static_cast<const float*>(p)[i];
+      else if (t.type == TensorType::kF16) out[i] = fp16_to_fp32(static_cast<const uint16_t*>(p)[i]);
+      else out[i] = bf16_to_fp32(static_cast<const uint16_t*>(p)[i]);
+    }
+    return out;
+  }
+  static std::vector<double> matvec(const std::vector<double>& m, const std::vector<double>& x, int rows, int cols) {
+    std::vector<double> y(rows, 0.0);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) y[r] += m[static_cast<size_t>(r) * cols + c] * x[c];
+    return y;
+  }
+  std::vector<double> norm(const std::vector<double>& x, const std::vector<double>& g) const {
+    double ss = 0;
+    for (double e : x) ss += e * e;
+    double inv = 1.0 / std::sqrt(ss / x.size() + eps_);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * g[i];
+    return y;
+  }
+  void rope(std::vector<double>& v, int pos, int nh) const {
+    for (int h = 0; h < nh; ++h)
+      for (int i = 0; i < rot_; i += 2) {
+        double th = pos * std::pow(base_, -static_cast<double>(i) / rot_);
+        double a = v[h * hd_ + i], b = v[h * hd_ + i + 1];
+        v[h * hd_ + i] = a * std::cos(th) - b * std::sin(th);
+        v[h * hd_ + i + 1] = a * std::sin(th) + b * std::cos(th);
+      }
+  }
+
+  const GgufFile& f_;
+  int d_, layers_, heads_, kv_heads_, ff_, hd_, rot_, vocab_;
+  double base_, eps_;
+};
+
+}  // namespace kvserve::testing

@@ -34,7 +34,7 @@ int argmax(const std::vector<float>& v) {
 void expect_matches_reference(const std::string& path, const std::vector<int32_t>& prompt, int n_new,
                               double tol) {
   GgufFile file(path);
-  LlamaModel model(file, 0);
+  LlamaModel model(file);
   ReferenceLlama ref(file);
   ModelRunner runner(model, 8, 64, 3);
   RunSeq s{prompt, BlockTable(8), 0};
@@ -80,7 +80,7 @@ TEST(ModelVsReference, SyntheticShapes) {
 // and decodes in the same steps; logits must agree at every position.
 void expect_batched_equals_sequential(const std::string& path, int block_size) {
   GgufFile file(path);
-  LlamaModel model(file, 0);
+  LlamaModel model(file);
   const int V = model.hparams().n_vocab;
   std::vector<std::vector<int32_t>> prompts;
   for (int s = 0; s < 6; ++s) {
@@ -152,7 +152,7 @@ TEST(Synthetic, MkmodelOutputRunsAndIsDeterministic) {
   const std::string a = temp_model(spec, "det-a"), b = temp_model(spec, "det-b");
   EXPECT_EQ(testing::read_text(a), testing::read_text(b));
   GgufFile file(a);
-  LlamaModel model(file, 0);
+  LlamaModel model(file);
   Tokenizer tok(file);
   EXPECT_EQ(model.hparams().n_head_kv, 2);
   ModelRunner runner(model, 16, 16);

@@ -25,7 +25,7 @@ TEST(Stories260K, HyperparametersFromGguf) {
   EXPECT_EQ(hp.n_vocab, 512);
   EXPECT_EQ(hp.rope_dim, 8);
   EXPECT_FLOAT_EQ(hp.rope_base, 10000.0f);
-  EXPECT_EQ(LlamaModel(file, 0).kv_shape().bytes_per_token(), 2 * 5 * 4 * 8 * 4);
+  EXPECT_EQ(LlamaModel(file).kv_shape().bytes_per_token(), 2 * 5 * 4 * 8 * 4);
 }
 
 class StoriesGreedy : public ::testing::TestWithParam<int> {};
@@ -35,7 +35,7 @@ TEST_P(StoriesGreedy, ReproducesLlama2cOutput) {
   const std::string expected_file = n == 200 ? "stories260K.expected.txt" : "stories260K.expected.n256.txt";
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
   GgufFile file(shared_model("stories260K.gguf"));
-  LlamaModel model(file, 0);
+  LlamaModel model(file);
   Tokenizer tok(file);
   // Small blocks in shuffled order: the sequence spans many non-contiguous blocks.
   testing::ModelRunner runner(model, 16, 64, /*shuffle_seed=*/7);

@@ -112,9 +112,8 @@ LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
   return hp;
 }
 
-LlamaModel::LlamaModel(const GgufFile& f, int num_threads)
+LlamaModel::LlamaModel(const GgufFile& f)
     : hp_(LlamaHparams::from_gguf(f)), dnnl_(std::make_unique<DnnlContext>()) {
-  if (num_threads > 0) omp_set_num_threads(num_threads);
   const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff;
   const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
   embedding_ = load_tensor(f, "token_embd.weight", {d, v});

@@ -37,7 +37,7 @@ struct LlamaHparams {
 class LlamaModel {
  public:
   // Reads hyperparameters and weights; GgufError names the tensor or key that is wrong.
-  LlamaModel(const GgufFile& file, int num_threads);
+  explicit LlamaModel(const GgufFile& file);
 
   const LlamaHparams& hparams() const { return hp_; }
   KvShape kv_shape() const { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, 4}; }

@@ -1,0 +1,356 @@
+#include "engine.h"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "utf8.h"
+
+namespace kvserve {
+namespace {
+
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopBytes = 256;
+constexpr size_t kMaxStopTokens = 64;
+constexpr int32_t kMaxTopLogprobs = 20;
+
+double seconds_between(Sequence::Clock::time_point a, Sequence::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kStopString: return "stop_string";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadline: return "deadline";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(std::random_device{}()) {
+  validate(options_);
+  file_ = std::make_unique<GgufFile>(options_.model.path);
+  tokenizer_ = std::make_unique<Tokenizer>(*file_);
+  model_ = std::make_unique<LlamaModel>(*file_);
+  const LlamaHparams& hp = model_->hparams();
+  if (tokenizer_->vocab_size() != hp.n_vocab)
+    throw ConfigError(options_.model.path + ": tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
+                      " tokens but token_embd.weight has " + std::to_string(hp.n_vocab) + " rows");
+
+  SchedulerOptions& so = options_.scheduler;
+  if (so.max_model_len == 0) so.max_model_len = hp.n_ctx_train;
+  if (so.max_model_len > hp.n_ctx_train)
+    throw ConfigError("scheduler.max_model_len: " + std::to_string(so.max_model_len) +
+                      " exceeds the model's context length " + std::to_string(hp.n_ctx_train));
+
+  const KvShape shape = model_->kv_shape();
+  const int32_t bs = options_.cache.block_size;
+  int64_t num_blocks = options_.cache.num_blocks;
+  if (num_blocks == 0) {
+    num_blocks = options_.cache.memory_bytes / (shape.bytes_per_token() * bs);
+    if (num_blocks < 1)
+      throw ConfigError("cache.memory_bytes: " + std::to_string(options_.cache.memory_bytes) +
+                        " bytes hold no block of " + std::to_string(shape.bytes_per_token() * bs) + " bytes");
+    num_blocks = std::min<int64_t>(num_blocks, int64_t{1} << 30);
+  }
+  kv_ = std::make_unique<KvStorage>(shape, bs, static_cast<int32_t>(num_blocks));
+  alloc_ = std::make_unique<BlockAllocator>(kv_->num_blocks());
+  scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs);
+  options_.cache.num_blocks = kv_->num_blocks();
+
+  info_.name = hp.name;
+  info_.weight_type = tensor_type_name(hp.weight_type);
+  info_.n_params = hp.n_params;
+  info_.n_layer = hp.n_layer;
+  info_.n_head = hp.n_head;
+  info_.n_head_kv = hp.n_head_kv;
+  info_.head_dim = hp.head_dim;
+  info_.n_embd = hp.n_embd;
+  info_.n_ff = hp.n_ff;
+  info_.n_vocab = hp.n_vocab;
+  info_.n_ctx_train = hp.n_ctx_train;
+  info_.max_model_len = so.max_model_len;
+  info_.block_size = bs;
+  info_.num_blocks = kv_->num_blocks();
+  info_.token_capacity = kv_->token_capacity();
+  info_.kv_element_bytes = shape.element_bytes;
+  info_.kv_bytes_per_token = shape.bytes_per_token();
+  info_.kv_total_bytes = kv_->total_bytes();
+  info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / so.max_model_len;
+
+  publish_stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { shutdown(Shutdown::kAbort); }
+
+std::string Engine::validate_request(const Request& r) const {
+  const SamplingParams& s = r.sampling;
+  const int32_t V = tokenizer_->vocab_size();
+  if (r.prompt.empty()) return "prompt: empty (give at least one token)";
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= V)
+      return "prompt_token_ids[" + std::to_string(i) + "]: " + std::to_string(r.prompt[i]) +
+             " is outside the vocabulary [0, " + std::to_string(V) + ")";
+  if (s.max_new_tokens < 1) return "sampling.max_new_tokens: must be at least 1";
+  if (s.max_new_tokens > info_.max_model_len)
+    return "sampling.max_new_tokens: " + std::to_string(s.max_new_tokens) + " exceeds max_model_len " +
+           std::to_string(info_.max_model_len);
+  if (!std::isfinite(s.temperature) || s.temperature < 0.0f || s.temperature > 100.0f)
+    return "sampling.temperature: must be between 0 and 100";
+  if (s.top_k < 0) return "sampling.top_k: must be >= 0 (0 = off)";
+  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) return "sampling.top_p: must be in (0, 1]";
+  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) return "sampling.min_p: must be in [0, 1]";
+  if (!(s.repetition_penalty > 0.0f && s.repetition_penalty <= 10.0f))
+    return "sampling.repetition_penalty: must be in (0, 10]";
+  if (!(s.presence_penalty >= -2.0f && s.presence_penalty <= 2.0f))
+    return "sampling.presence_penalty: must be in [-2, 2]";
+  if (!(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f))
+    return "sampling.frequency_penalty: must be in [-2, 2]";
+  if (s.stop.size() > kMaxStopStrings)
+    return "sampling.stop: at most " + std::to_string(kMaxStopStrings) + " stop strings";
+  for (size_t i = 0; i < s.stop.size(); ++i) {
+    if (s.stop[i].empty() || s.stop[i].size() > kMaxStopBytes)
+      return "sampling.stop[" + std::to_string(i) + "]: must be 1 to " + std::to_string(kMaxStopBytes) + " bytes";
+    if (!utf8_is_valid(s.stop[i])) return "sampling.stop[" + std::to_string(i) + "]: not valid UTF-8";
+  }
+  if (s.stop_token_ids.size() > kMaxStopTokens)
+    return "sampling.stop_token_ids: at most " + std::to_string(kMaxStopTokens) + " ids";
+  for (size_t i = 0; i < s.stop_token_ids.size(); ++i)
+    if (s.stop_token_ids[i] < 0 || s.stop_token_ids[i] >= V)
+      return "sampling.stop_token_ids[" + std::to_string(i) + "]: outside the vocabulary";
+  if (s.top_logprobs < 0 || s.top_logprobs > kMaxTopLogprobs)
+    return "sampling.top_logprobs: must be between 0 and " + std::to_string(kMaxTopLogprobs);
+  if (r.deadline_ms < 0) return "deadline_ms: must be >= 0";
+  return {};
+}
+
+SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
+  if (!accepting_) return {SubmitCode::kShuttingDown, 0, "server is shutting down"};
+  if (std::string err = validate_request(request); !err.empty()) return {SubmitCode::kInvalidArgument, 0, err};
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
+  const int64_t max_total = prompt_len + request.sampling.max_new_tokens;
+  if (std::string err = scheduler_->check_fits(prompt_len, max_total); !err.empty())
+    return {SubmitCode::kNeverFits, 0, err};
+
+  const uint64_t id = next_id_++;
+  auto seq = std::make_unique<Sequence>(id, std::move(request), options_.cache.block_size);
+  seq->max_tokens = static_cast<int32_t>(max_total);
+  seq->sink = std::move(sink);
+  seq->text = std::make_unique<OutputText>(*tokenizer_, seq->request.prompt, seq->request.sampling.stop);
+  seq->submitted = Sequence::Clock::now();
+  if (seq->request.deadline_ms > 0)
+    seq->deadline = seq->submitted + std::chrono::milliseconds(seq->request.deadline_ms);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_ || stop_) return {SubmitCode::kShuttingDown, 0, "server is shutting down"};
+    if (waiting_ + inbox_submits_ >= options_.scheduler.max_waiting)
+      return {SubmitCode::kOverloaded, 0,
+              "overloaded: " + std::to_string(options_.scheduler.max_waiting) + " requests already waiting"};
+    const uint64_t seed = seq->request.sampling.seed ? *seq->request.sampling.seed : seed_source_();
+    seq->sampler = std::make_unique<Sampler>(seq->request.sampling, seed);
+    inbox_.emplace_back(std::move(seq));
+    ++inbox_submits_;
+  }
+  wake_.notify_one();
+  return {SubmitCode::kOk, id, {}};
+}
+
+void Engine::cancel(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.emplace_back(Cancel{id});
+  }
+  wake_.notify_one();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+void Engine::shutdown(Shutdown mode, std::chrono::milliseconds grace) {
+  accepting_ = false;
+  if (mode == Shutdown::kDrain) {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait_for(lock, grace, [&] { return live_ == 0 && inbox_submits_ == 0; });
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) inbox_.emplace_back(AbortAll{});
+    stop_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::take_inbox(std::vector<Message>& msgs) {
+  for (auto& m : msgs) {
+    if (auto* s = std::get_if<std::unique_ptr<Sequence>>(&m)) {
+      Sequence* seq = s->get();
+      seqs_.emplace(seq->id, std::move(*s));
+      scheduler_->add(seq);
+    } else if (auto* c = std::get_if<Cancel>(&m)) {
+      auto it = seqs_.find(c->id);
+      if (it != seqs_.end()) finish(it->second.get(), FinishReason::kCancelled);
+    } else {
+      while (!seqs_.empty()) finish(seqs_.begin()->second.get(), FinishReason::kCancelled);
+    }
+  }
+}
+
+void Engine::loop() {
+  if (options_.model.num_threads > 0) omp_set_num_threads(options_.model.num_threads);
+  std::vector<Message> msgs;
+  for (;;) {
+    bool stopping;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return !inbox_.empty() || stop_ || !seqs_.empty(); });
+      msgs.swap(inbox_);
+      inbox_submits_ = 0;
+      stopping = stop_;
+    }
+    take_inbox(msgs);
+    msgs.clear();
+    live_ = static_cast<int32_t>(seqs_.size());
+    if (stopping && seqs_.empty()) break;
+    if (!seqs_.empty()) step();
+    live_ = static_cast<int32_t>(seqs_.size());
+    waiting_ = static_cast<int32_t>(scheduler_->waiting().size());
+    publish_stats();
+    if (live_ == 0) idle_.notify_all();
+  }
+  publish_stats();
+  idle_.notify_all();
+}
+
+void Engine::step() {
+  const auto now = Sequence::Clock::now();
+  std::vector<Sequence*> expired;
+  for (auto& [id, seq] : seqs_)
+    if (now >= seq->deadline) expired.push_back(seq.get());
+  for (Sequence* seq : expired) finish(seq, FinishReason::kDeadline);
+
+  SchedulerOutput plan = scheduler_->schedule();
+  if (plan.chunks.empty()) return;
+  ++steps_total_;
+
+  batch_.clear();
+  int32_t max_blocks = 0;
+  for (const auto& c : plan.chunks)
+    max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(c.seq->table.blocks().size()));
+  batch_.max_blocks = max_blocks;
+  batch_.block_tables.assign(plan.chunks.size() * max_blocks, 0);
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    Sequence& s = *c.seq;
+    std::copy(s.table.blocks().begin(), s.table.blocks().end(), batch_.block_tables.begin() + i * max_blocks);
+    for (int64_t p = s.num_computed; p < s.num_computed + c.n_tokens; ++p) {
+      batch_.tokens.push_back(s.tokens[p]);
+      batch_.positions.push_back(static_cast<int32_t>(p));
+      batch_.token_seq.push_back(static_cast<int32_t>(i));
+      batch_.slots.push_back(s.table.slot(p));
+    }
+    if (c.samples) batch_.logit_rows.push_back(static_cast<int32_t>(batch_.tokens.size()) - 1);
+  }
+
+  const float* logits = nullptr;
+  try {
+    logits = model_->forward(batch_, *kv_);
+  } catch (const std::exception& e) {
+    spdlog::error("forward step failed: {}", e.what());
+    for (const auto& c : plan.chunks) finish(c.seq, FinishReason::kError, std::string("forward failed: ") + e.what());
+    return;
+  }
+
+  const int32_t V = info_.n_vocab;
+  scratch_logits_.resize(V);
+  size_t row = 0;
+  for (const auto& c : plan.chunks) {
+    Sequence& s = *c.seq;
+    prompt_tokens_total_ += std::clamp<int64_t>(s.num_prompt - s.num_computed, 0, c.n_tokens);
+    s.num_computed += c.n_tokens;
+    s.peak_blocks = std::max<int32_t>(s.peak_blocks, static_cast<int32_t>(s.table.blocks().size()));
+    if (!c.samples) continue;
+    const float* raw = logits + row++ * V;
+    std::copy(raw, raw + V, scratch_logits_.begin());
+    const std::vector<int32_t> generated(s.tokens.begin() + s.num_prompt, s.tokens.end());
+    const int32_t token = s.sampler->sample(scratch_logits_.data(), V, s.tokens, generated);
+
+    Event ev;
+    ev.id = s.id;
+    ev.token_ids.push_back(token);
+    const SamplingParams& sp = s.request.sampling;
+    if (sp.logprobs || sp.top_logprobs > 0) ev.logprobs.push_back(Sampler::logprobs(raw, V, token, sp.top_logprobs));
+    if (s.num_generated() == 0) s.first_token = Sequence::Clock::now();
+    s.tokens.push_back(token);
+    ++generation_tokens_total_;
+
+    const bool eos = token == tokenizer_->eos_id() && !sp.ignore_eos;
+    const bool stop_token =
+        std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
+    if (eos || stop_token) {
+      finish(&s, FinishReason::kStop, {}, {}, std::move(ev));
+      continue;
+    }
+    ev.text = s.text->push(token);
+    if (s.text->stopped()) {
+      finish(&s, FinishReason::kStopString, {}, {}, std::move(ev));
+    } else if (s.num_generated() >= sp.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= s.max_tokens) {
+      finish(&s, FinishReason::kLength, {}, {}, std::move(ev));
+    } else if (s.sink) {
+      s.sink->on_event(std::move(ev));
+    }
+  }
+}
+
+void Engine::finish(Sequence* seq, FinishReason reason, std::string error, std::string text, Event event) {
+  const auto now = Sequence::Clock::now();
+  event.id = seq->id;
+  if (seq->text && reason != FinishReason::kError) event.text += seq->text->finish();
+  event.text += text;
+  Completion c;
+  c.reason = reason;
+  c.error = std::move(error);
+  c.prompt_tokens = seq->num_prompt;
+  c.completion_tokens = seq->num_generated();
+  c.preemptions = seq->preemptions;
+  c.total_time_s = seconds_between(seq->submitted, now);
+  c.time_to_first_token_s = seq->num_generated() > 0 ? seconds_between(seq->submitted, seq->first_token) : 0.0;
+  c.peak_kv_bytes = int64_t{seq->peak_blocks} * kv_->bytes_per_block();
+  event.completion = c;
+  scheduler_->remove(seq);
+  ++finished_total_;
+  if (seq->sink) seq->sink->on_event(std::move(event));
+  seqs_.erase(seq->id);
+}
+
+void Engine::publish_stats() {
+  EngineStats s;
+  if (scheduler_) {
+    s.running = static_cast<int32_t>(scheduler_->running().size());
+    s.waiting = static_cast<int32_t>(scheduler_->waiting().size());
+    s.preemptions_total = scheduler_->preemptions_total();
+    for (Sequence* q : scheduler_->running()) s.tokens_cached += q->num_computed;
+  }
+  s.blocks_total = alloc_->num_blocks();
+  s.blocks_free = alloc_->num_free();
+  s.blocks_used = alloc_->num_used();
+  s.kv_usage = static_cast<double>(s.blocks_used) / s.blocks_total;
+  s.prompt_tokens_total = prompt_tokens_total_;
+  s.generation_tokens_total = generation_tokens_total_;
+  s.requests_finished_total = finished_total_;
+  s.steps_total = steps_total_;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = s;
+}
+
+}  // namespace kvserve

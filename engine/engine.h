@@ -1,0 +1,137 @@
+// The engine's public face: submit, cancel, stats, shutdown. One loop thread owns every
+// sequence, the scheduler and the KV cache; submit and cancel are messages to its inbox, and
+// results go to each request's sink.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "config.h"
+#include "gguf.h"
+#include "kv_cache/block_allocator.h"
+#include "kv_cache/kv_storage.h"
+#include "model/llama_model.h"
+#include "request.h"
+#include "scheduler.h"
+#include "tokenizer.h"
+
+namespace kvserve {
+
+// What the engine serves and what its KV cache costs, for logs and GetModelInfo.
+struct ModelInfo {
+  std::string architecture = "llama";
+  std::string name;
+  std::string weight_type;
+  int64_t n_params = 0;
+  int32_t n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_embd = 0, n_ff = 0, n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  int32_t max_model_len = 0;
+  int32_t block_size = 0;
+  int32_t num_blocks = 0;
+  int64_t token_capacity = 0;   // num_blocks · block_size
+  int32_t kv_element_bytes = 4;
+  int64_t kv_bytes_per_token = 0;  // 2 · n_layer · n_head_kv · head_dim · kv_element_bytes
+  int64_t kv_total_bytes = 0;
+  double max_concurrency = 0;   // full-length (max_model_len) requests that fit at once
+};
+
+struct EngineStats {
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int64_t preemptions_total = 0;
+  int32_t blocks_total = 0;
+  int32_t blocks_used = 0;
+  int32_t blocks_free = 0;
+  int64_t tokens_cached = 0;   // tokens whose K/V are in the cache now
+  double kv_usage = 0.0;       // blocks_used / blocks_total
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t requests_finished_total = 0;
+  int64_t steps_total = 0;
+};
+
+class Engine {
+ public:
+  enum class Shutdown { kDrain, kAbort };
+
+  // Loads the model and sizes the cache (exceptions name the field or file), starts the loop.
+  explicit Engine(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Checks and queues a request. Never blocks on the loop. On success every event of the request
+  // goes to `sink`, ending with exactly one event that carries a Completion.
+  SubmitResult submit(Request request, std::shared_ptr<ResultSink> sink);
+  // Aborts a request at the next step (its final event says kCancelled); unknown ids are ignored.
+  void cancel(uint64_t id);
+  EngineStats stats() const;
+  // Stops accepting; with kDrain waits up to `grace` for requests in flight, then cancels what
+  // is left and stops the loop. Idempotent.
+  void shutdown(Shutdown mode, std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  bool accepting() const { return accepting_; }
+
+  const ModelInfo& model_info() const { return info_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const EngineOptions& options() const { return options_; }
+
+  // Empty if `request` is acceptable; else a message naming the field (the checks submit makes).
+  std::string validate_request(const Request& request) const;
+
+ private:
+  struct Cancel {
+    uint64_t id;
+  };
+  struct AbortAll {};
+  using Message = std::variant<std::unique_ptr<Sequence>, Cancel, AbortAll>;
+
+  void loop();
+  void take_inbox(std::vector<Message>& msgs);
+  void step();
+  void finish(Sequence* seq, FinishReason reason, std::string error = {}, std::string text = {},
+              Event event = {});
+  void publish_stats();
+
+  EngineOptions options_;
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<LlamaModel> model_;
+  ModelInfo info_;
+
+  // Owned by the loop thread.
+  std::unique_ptr<KvStorage> kv_;
+  std::unique_ptr<BlockAllocator> alloc_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<uint64_t, std::unique_ptr<Sequence>> seqs_;
+  BatchInputs batch_;
+  std::vector<float> scratch_logits_;
+  int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, steps_total_ = 0;
+
+  // Shared with callers.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;   // the loop waits here for messages
+  std::condition_variable idle_;   // shutdown waits here for the drain
+  std::vector<Message> inbox_;
+  int32_t inbox_submits_ = 0;
+  std::atomic<int32_t> waiting_ = 0;
+  std::atomic<int32_t> live_ = 0;  // sequences the loop owns
+  std::atomic<bool> accepting_ = true;
+  bool stop_ = false;
+  std::atomic<uint64_t> next_id_ = 1;
+  std::mt19937_64 seed_source_;    // seeds for requests without one (under mu_)
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,85 @@
+// What a caller hands the engine (a Request and a sink) and what comes back (Events).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvserve {
+
+struct SamplingParams {
+  int32_t max_new_tokens = 256;     // tokens to generate at most
+  float temperature = 1.0f;         // 0 = greedy (argmax)
+  int32_t top_k = 0;                // keep the k most likely tokens; 0 = all
+  float top_p = 1.0f;               // keep the smallest set with this much probability; 1 = all
+  float min_p = 0.0f;               // drop tokens below min_p · (probability of the best); 0 = off
+  float repetition_penalty = 1.0f;  // >1 discourages tokens already in prompt or output (CTRL-style)
+  float presence_penalty = 0.0f;    // subtracted once from tokens already generated
+  float frequency_penalty = 0.0f;   // subtracted per occurrence in the generated tokens
+  std::optional<uint64_t> seed;     // same seed, same tokens, whatever else is in the batch
+  std::vector<std::string> stop;    // stop strings; the text ends before the first one found
+  std::vector<int32_t> stop_token_ids;  // tokens that end generation (as EOS does)
+  bool ignore_eos = false;          // keep going past EOS
+  bool logprobs = false;            // report the sampled token's log-probability
+  int32_t top_logprobs = 0;         // and this many most likely alternatives (0-20)
+};
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids, BOS included if wanted
+  SamplingParams sampling;
+  std::string client_id;        // the caller's own id, echoed in logs
+  // Abort on its own once this much time has passed since submit (0 = no deadline).
+  int64_t deadline_ms = 0;
+};
+
+enum class FinishReason { kNone, kLength, kStop /* EOS or a stop token */, kStopString, kCancelled,
+                          kDeadline, kError };
+const char* finish_reason_name(FinishReason r);
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // most likely alternatives, best first
+};
+
+struct Completion {
+  FinishReason reason = FinishReason::kNone;
+  std::string error;                // for kError
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_prompt_tokens = 0; // prompt tokens whose K/V were reused, not computed
+  int32_t preemptions = 0;
+  double time_to_first_token_s = 0.0;
+  double total_time_s = 0.0;
+  int64_t peak_kv_bytes = 0;        // KV memory the request held at its peak
+};
+
+// One step's news for one request: new tokens and text, and at the end its completion.
+struct Event {
+  uint64_t id = 0;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  std::optional<Completion> completion;  // set on the last event, and only there
+};
+
+// Receives a request's events on the engine loop thread. Must return quickly and never block:
+// implementations queue the event and hand it to another thread.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  virtual void on_event(Event event) = 0;
+};
+
+enum class SubmitCode { kOk, kInvalidArgument, kNeverFits, kOverloaded, kShuttingDown };
+
+struct SubmitResult {
+  SubmitCode code = SubmitCode::kOk;
+  uint64_t id = 0;
+  std::string message;  // names the offending field for kInvalidArgument
+  bool ok() const { return code == SubmitCode::kOk; }
+};
+
+}  // namespace kvserve

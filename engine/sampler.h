@@ -1,0 +1,43 @@
+// Turns one row of logits into the next token, per request: penalties, greedy or temperature,
+// top-k, top-p, min-p, and a per-request random generator so that a seed reproduces the same
+// tokens whatever else shares the batch.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "request.h"
+
+namespace kvserve {
+
+class Sampler {
+ public:
+  // seed: from the request, or drawn by the engine when the request has none.
+  Sampler(const SamplingParams& params, uint64_t seed) : p_(params), rng_(seed) {}
+
+  // logits: [vocab] raw model output for this sequence (modified in place as scratch).
+  // context: prompt and generated tokens so far (for the repetition penalty);
+  // output_counts: occurrences of each token among the generated ones (presence/frequency).
+  int32_t sample(float* logits, int32_t vocab, const std::vector<int32_t>& context,
+                 const std::vector<int32_t>& generated);
+
+  // The log-probability of `token` under the raw logits, and the n best alternatives.
+  static TokenLogprob logprobs(const float* raw_logits, int32_t vocab, int32_t token, int32_t top_n);
+
+  // The probability of every token after penalties, temperature and filters (zero where
+  // filtered); for tests that compare against a reference implementation.
+  std::vector<float> distribution(float* logits, int32_t vocab, const std::vector<int32_t>& context,
+                                  const std::vector<int32_t>& generated);
+
+ private:
+  void apply_penalties(float* logits, int32_t vocab, const std::vector<int32_t>& context,
+                       const std::vector<int32_t>& generated) const;
+  double uniform();  // [0, 1) from 53 bits, the same on every platform
+
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> cand_;  // reused scratch
+};
+
+}  // namespace kvserve

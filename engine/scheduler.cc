@@ -1,0 +1,118 @@
+#include "scheduler.h"
+
+#include <algorithm>
+
+namespace kvserve {
+
+Scheduler::Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size)
+    : options_(options), alloc_(allocator), block_size_(block_size) {}
+
+std::string Scheduler::check_fits(int64_t prompt_len, int64_t max_total) const {
+  if (prompt_len > options_.max_model_len)
+    return "prompt has " + std::to_string(prompt_len) + " tokens, more than max_model_len " +
+           std::to_string(options_.max_model_len);
+  if (max_total > options_.max_model_len)
+    return "prompt (" + std::to_string(prompt_len) + " tokens) + max_new_tokens (" +
+           std::to_string(max_total - prompt_len) + ") exceeds max_model_len " +
+           std::to_string(options_.max_model_len);
+  const int64_t blocks = (max_total + block_size_ - 1) / block_size_;
+  if (blocks > alloc_.num_blocks())
+    return "request needs " + std::to_string(blocks) + " KV blocks at full length, the whole cache has " +
+           std::to_string(alloc_.num_blocks());
+  return {};
+}
+
+void Scheduler::add(Sequence* seq) {
+  seq->status = SeqStatus::kWaiting;
+  waiting_.push_back(seq);
+}
+
+void Scheduler::remove(Sequence* seq) {
+  seq->table.release_all(alloc_);
+  auto r = std::find(running_.begin(), running_.end(), seq);
+  if (r != running_.end()) running_.erase(r);
+  auto w = std::find(waiting_.begin(), waiting_.end(), seq);
+  if (w != waiting_.end()) waiting_.erase(w);
+  seq->status = SeqStatus::kFinished;
+}
+
+// The running sequence that loses the least work when its cache is dropped: the fewest
+// computed tokens; among equals the most recently admitted.
+Sequence* Scheduler::pick_victim(const Sequence* except) const {
+  Sequence* best = nullptr;
+  for (Sequence* s : running_) {
+    if (s == except) continue;
+    if (!best || s->num_computed <= best->num_computed) best = s;
+  }
+  return best;
+}
+
+void Scheduler::preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget) {
+  auto c = std::find_if(out.chunks.begin(), out.chunks.end(), [&](const auto& ch) { return ch.seq == seq; });
+  if (c != out.chunks.end()) {
+    budget += c->n_tokens;
+    out.n_tokens -= c->n_tokens;
+    out.chunks.erase(c);
+  }
+  seq->table.release_all(alloc_);
+  seq->num_computed = 0;  // recompute: prompt and generated tokens run again on resume
+  seq->status = SeqStatus::kWaiting;
+  ++seq->preemptions;
+  ++preemptions_total_;
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  waiting_.push_front(seq);
+  out.preempted.push_back(seq);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int64_t budget = options_.max_num_batched_tokens;
+
+  // Running sequences first: their decodes (one token each), then their prompt chunks, so a
+  // long prompt never holds back another sequence's next token.
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<Sequence*> snapshot = running_;
+    for (Sequence* seq : snapshot) {
+      if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this step
+      const int64_t need = seq->num_uncomputed();
+      if (need <= 0 || (pass == 0) != (need == 1)) continue;
+      const int64_t n = std::min(need, budget);
+      if (n <= 0) continue;
+      bool self_preempted = false;
+      while (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
+        Sequence* victim = pick_victim(seq);
+        if (!victim) {
+          preempt(seq, out, budget);
+          self_preempted = true;
+          break;
+        }
+        preempt(victim, out, budget);
+      }
+      if (self_preempted) continue;
+      seq->table.grow_to(seq->num_computed + n, alloc_);
+      out.chunks.push_back({seq, static_cast<int32_t>(n), seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
+      out.n_tokens += n;
+      budget -= n;
+    }
+  }
+
+  // Then the waiting queue, first come first served. The head is never skipped: if it does not
+  // fit now, nobody behind it overtakes it (no starvation). Nothing is admitted in a step that
+  // had to preempt, or the victim would be evicted again at once.
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const int64_t n = std::min(seq->num_uncomputed(), budget);
+    if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) break;
+    waiting_.pop_front();
+    seq->status = SeqStatus::kRunning;
+    running_.push_back(seq);
+    seq->table.grow_to(seq->num_computed + n, alloc_);
+    out.chunks.push_back({seq, static_cast<int32_t>(n), seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
+    out.n_tokens += n;
+    budget -= n;
+  }
+  return out;
+}
+
+}  // namespace kvserve

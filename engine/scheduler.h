@@ -1,0 +1,57 @@
+// Iteration-level scheduling (as in Orca and vLLM): every step, decide which sequences run and
+// how many of their tokens, under a token budget, a sequence limit and the KV blocks free.
+// Plain logic: no threads, no locks; the engine loop calls it once a step.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "kv_cache/block_allocator.h"
+#include "sequence.h"
+
+namespace kvserve {
+
+struct ScheduledChunk {
+  Sequence* seq;
+  int32_t n_tokens;  // tokens of seq to run this step, starting at seq->num_computed
+  bool samples;      // the chunk reaches the end of seq's tokens: sample the next one
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<Sequence*> preempted;  // sent back to waiting this step (blocks freed)
+  int64_t n_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  // max_model_len must already be resolved (non-zero).
+  Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size);
+
+  // Empty when a request of this size could ever run; otherwise the reason it never can.
+  std::string check_fits(int64_t prompt_len, int64_t max_total) const;
+
+  void add(Sequence* seq);  // joins the back of the waiting queue
+  SchedulerOutput schedule();
+  // Removes a sequence wherever it is (finished, cancelled) and frees its blocks.
+  void remove(Sequence* seq);
+
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  const std::vector<Sequence*>& running() const { return running_; }
+  int64_t preemptions_total() const { return preemptions_total_; }
+
+ private:
+  void preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget);
+  Sequence* pick_victim(const Sequence* except) const;
+
+  SchedulerOptions options_;
+  BlockAllocator& alloc_;
+  int32_t block_size_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // in order of admission
+  int64_t preemptions_total_ = 0;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,49 @@
+// One request's state inside the engine: its tokens (prompt, then generated), how many of them
+// have K/V in the cache, its blocks, and what it needs to sample and stream.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "kv_cache/block_table.h"
+#include "output_text.h"
+#include "request.h"
+#include "sampler.h"
+
+namespace kvserve {
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  using Clock = std::chrono::steady_clock;
+
+  Sequence(uint64_t id_, Request request_, int32_t block_size)
+      : id(id_), request(std::move(request_)), tokens(request.prompt),
+        num_prompt(static_cast<int32_t>(request.prompt.size())), table(block_size) {}
+
+  uint64_t id;
+  Request request;
+  std::vector<int32_t> tokens;   // prompt, then every generated token
+  int32_t num_prompt;
+  int64_t num_computed = 0;      // leading tokens whose K/V are in the cache
+  int32_t max_tokens = 0;        // total length at which it must stop (prompt + max new, capped)
+  BlockTable table;
+  SeqStatus status = SeqStatus::kWaiting;
+  int32_t preemptions = 0;
+
+  // Engine-side state (absent in scheduler-only tests).
+  std::shared_ptr<ResultSink> sink;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<OutputText> text;
+  Clock::time_point submitted{};
+  Clock::time_point first_token{};
+  Clock::time_point deadline = Clock::time_point::max();
+  int32_t peak_blocks = 0;
+
+  int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
+  // Tokens still to run through the model before the next one can be sampled.
+  int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
+};
+
+}  // namespace kvserve

@@ -1,0 +1,34 @@
+// kvserve-mkmodel: writes a synthetic Llama-architecture GGUF model of any shape.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "model/synthetic.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Write a synthetic Llama-architecture GGUF model with deterministic random weights"};
+  kvserve::SyntheticSpec spec;
+  std::string out, dtype = "f32";
+  app.add_option("--out", out, "output GGUF path")->required();
+  app.add_option("--dim", spec.dim, "embedding width")->capture_default_str();
+  app.add_option("--layers", spec.layers, "transformer blocks")->capture_default_str();
+  app.add_option("--heads", spec.heads, "query heads")->capture_default_str();
+  app.add_option("--kv-heads", spec.kv_heads, "KV heads (divides heads)")->capture_default_str();
+  app.add_option("--ffn", spec.ffn, "feed-forward width")->capture_default_str();
+  app.add_option("--vocab", spec.vocab, "vocabulary size (>= 259)")->capture_default_str();
+  app.add_option("--context", spec.context, "context length")->capture_default_str();
+  app.add_option("--dtype", dtype, "weight type: f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app.add_option("--seed", spec.seed, "weight seed")->capture_default_str();
+  app.add_flag("--tied", spec.tied_output, "no output.weight: the embedding is the classifier");
+  CLI11_PARSE(app, argc, argv);
+  spec.dtype = dtype == "f16" ? kvserve::TensorType::kF16
+               : dtype == "bf16" ? kvserve::TensorType::kBF16 : kvserve::TensorType::kF32;
+  try {
+    kvserve::write_synthetic_llama(spec, out);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvserve-mkmodel: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
+  return 0;
+}

@@ -1,0 +1,297 @@
+// The engine end to end: continuous batching gives every request exactly its solo output,
+// also under preemption; cancellation frees blocks; seeds reproduce across batches; stop
+// strings, refusals, overload and deadlines.
+#include <random>
+#include <thread>
+
+#include "engine_harness.h"
+#include "gguf.h"
+#include "model/synthetic.h"
+#include "model_runner.h"
+#include "test_support.h"
+
+namespace kvserve {
+namespace {
+
+using testing::collect;
+using testing::greedy_request;
+using testing::Outcome;
+using testing::shared_model;
+
+std::string synthetic_mha() {
+  static const std::string path = [] {
+    std::string p = std::string(KVSERVE_BINARY_DIR) + "/test-engine-mha.gguf";
+    write_synthetic_llama({.dim = 64, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 96, .vocab = 300,
+                           .context = 512, .seed = 21},
+                          p);
+    return p;
+  }();
+  return path;
+}
+
+EngineOptions options(const std::string& model, int32_t num_blocks, int32_t max_seqs = 16, int32_t budget = 64) {
+  EngineOptions o;
+  o.model.path = model;
+  o.cache.block_size = 8;
+  o.cache.num_blocks = num_blocks;
+  o.scheduler.max_num_seqs = max_seqs;
+  o.scheduler.max_num_batched_tokens = budget;
+  o.scheduler.max_model_len = 512;
+  return o;
+}
+
+struct Workload {
+  std::vector<Request> requests;
+  std::vector<std::vector<int32_t>> solo;
+};
+
+// 32 greedy requests with mixed prompt and output lengths, and their solo outputs computed
+// without the engine (straight through the model, one sequence at a time).
+Workload make_workload(const std::string& model_path, uint32_t seed) {
+  GgufFile file(model_path);
+  LlamaModel model(file);
+  const int V = model.hparams().n_vocab;
+  testing::ModelRunner runner(model, 8, 512);
+  std::mt19937 rng(seed);
+  Workload w;
+  for (int i = 0; i < 32; ++i) {
+    std::vector<int32_t> prompt = {1};
+    const int len = 1 + static_cast<int>(rng() % 70);
+    for (int k = 0; k < len; ++k) prompt.push_back(3 + static_cast<int32_t>(rng() % (V - 3)));
+    const int n = 4 + static_cast<int>(rng() % 40);
+    w.solo.push_back(runner.greedy(prompt, n));
+    w.requests.push_back(greedy_request(prompt, n));
+  }
+  return w;
+}
+
+// Submits the requests one after another, each only once the previous one has produced its
+// first event, so they join the running batch at different steps.
+std::vector<Outcome> run_staggered(Engine& engine, const std::vector<Request>& reqs) {
+  std::vector<std::shared_ptr<QueueSink>> sinks;
+  std::vector<Outcome> outs(reqs.size());
+  std::vector<std::optional<Event>> first(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    sinks.push_back(std::make_shared<QueueSink>());
+    SubmitResult r = engine.submit(reqs[i], sinks[i]);
+    EXPECT_TRUE(r.ok()) << r.message;
+    first[i] = sinks[i]->pop(std::chrono::seconds(60));
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (first[i] && first[i]->completion) {
+      outs[i].tokens = first[i]->token_ids;
+      outs[i].completion = *first[i]->completion;
+      continue;
+    }
+    Outcome rest = collect(*sinks[i]);
+    outs[i] = rest;
+    if (first[i]) outs[i].tokens.insert(outs[i].tokens.begin(), first[i]->token_ids.begin(), first[i]->token_ids.end());
+  }
+  return outs;
+}
+
+void expect_batched_equals_solo(const std::string& model, int32_t num_blocks, bool expect_preemption) {
+  Workload w = make_workload(model, 5);
+  Engine engine(options(model, num_blocks));
+  auto outs = run_staggered(engine, w.requests);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    EXPECT_EQ(outs[i].tokens, w.solo[i]) << "request " << i;
+    EXPECT_EQ(outs[i].completion.reason, FinishReason::kLength);
+  }
+  engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.blocks_free, s.blocks_total);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.waiting, 0);
+  if (expect_preemption)
+    EXPECT_GT(s.preemptions_total, 0) << "the cache was meant to be too small";
+  else
+    EXPECT_EQ(s.preemptions_total, 0);
+  std::printf("steps %lld, preemptions %lld\n", static_cast<long long>(s.steps_total),
+              static_cast<long long>(s.preemptions_total));
+}
+
+TEST(Engine, StaggeredBatchEqualsSoloStories260K) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  expect_batched_equals_solo(shared_model("stories260K.gguf"), 512, false);
+}
+
+TEST(Engine, StaggeredBatchEqualsSoloSyntheticMha) { expect_batched_equals_solo(synthetic_mha(), 512, false); }
+
+TEST(Engine, SmallCachePreemptsAndStillEqualsSolo) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  // 24 blocks of 8 tokens: the largest request needs 14, all 32 together need far more.
+  expect_batched_equals_solo(shared_model("stories260K.gguf"), 24, true);
+}
+
+TEST(Engine, SmallCachePreemptsSyntheticMha) { expect_batched_equals_solo(synthetic_mha(), 24, true); }
+
+TEST(Engine, CancelMidPromptAndMidDecodeFreesBlocks) {
+  const std::string model = synthetic_mha();
+  Workload w = make_workload(model, 9);
+  Engine engine(options(model, 256, 16, 16));  // 16 tokens a step: a 300-token prompt takes 19 steps
+  std::vector<int32_t> long_prompt(300, 5);
+  long_prompt[0] = 1;
+  // b decodes first; a's long prompt then runs 15 tokens a step beside b's decodes.
+  auto mid_decode = std::make_shared<QueueSink>();
+  SubmitResult b = engine.submit(greedy_request({1, 7, 8}, 200), mid_decode);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(mid_decode->pop(std::chrono::seconds(30)));
+  auto mid_prompt = std::make_shared<QueueSink>();
+  SubmitResult a = engine.submit(greedy_request(long_prompt, 20), mid_prompt);
+  ASSERT_TRUE(a.ok());
+  std::vector<std::shared_ptr<QueueSink>> others;
+  for (int i = 0; i < 6; ++i) {
+    others.push_back(std::make_shared<QueueSink>());
+    ASSERT_TRUE(engine.submit(w.requests[i], others.back()).ok());
+  }
+  // Cancel a while its prompt is still being computed, b after a few of its tokens.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(mid_decode->pop(std::chrono::seconds(30)));
+  engine.cancel(a.id);
+  engine.cancel(b.id);
+  Outcome oa = collect(*mid_prompt), ob = collect(*mid_decode);
+  EXPECT_EQ(oa.completion.reason, FinishReason::kCancelled);
+  EXPECT_EQ(oa.completion.completion_tokens, 0) << "a was meant to be cancelled mid-prompt";
+  EXPECT_EQ(ob.completion.reason, FinishReason::kCancelled);
+  EXPECT_GE(ob.completion.completion_tokens, 3);
+  EXPECT_LT(ob.completion.completion_tokens, 200);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(collect(*others[i]).tokens, w.solo[i]);
+  engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
+  EXPECT_EQ(engine.stats().blocks_free, engine.stats().blocks_total);
+  engine.cancel(12345);  // unknown ids (and after shutdown) are harmless
+}
+
+TEST(Engine, SeededSamplingIsReproducibleAcrossBatchCompositions) {
+  const std::string model = synthetic_mha();
+  Request r = greedy_request({1, 50, 60, 70}, 40);
+  r.sampling.temperature = 0.9f;
+  r.sampling.top_p = 0.95f;
+  r.sampling.top_k = 50;
+  r.sampling.seed = 1234;
+  std::vector<int32_t> alone, crowded, other_seed;
+  {
+    Engine engine(options(model, 256));
+    auto sink = std::make_shared<QueueSink>();
+    ASSERT_TRUE(engine.submit(r, sink).ok());
+    alone = collect(*sink).tokens;
+  }
+  {
+    Engine engine(options(model, 256));
+    std::vector<std::shared_ptr<QueueSink>> noise;
+    for (int i = 0; i < 7; ++i) {
+      Request n = r;
+      n.prompt = {1, static_cast<int32_t>(10 + i), 20};
+      n.sampling.seed = 99 + i;
+      noise.push_back(std::make_shared<QueueSink>());
+      ASSERT_TRUE(engine.submit(n, noise.back()).ok());
+      if (i == 3) {
+        auto sink = std::make_shared<QueueSink>();
+        ASSERT_TRUE(engine.submit(r, sink).ok());
+        crowded = collect(*sink).tokens;
+      }
+    }
+    Request s2 = r;
+    s2.sampling.seed = 4321;
+    auto sink = std::make_shared<QueueSink>();
+    ASSERT_TRUE(engine.submit(s2, sink).ok());
+    other_seed = collect(*sink).tokens;
+    for (auto& n : noise) collect(*n);
+  }
+  EXPECT_EQ(alone, crowded);
+  EXPECT_NE(alone, other_seed);
+}
+
+TEST(Engine, StopStringsAndStopTokens) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  Engine engine(options(shared_model("stories260K.gguf"), 256));
+  // Greedy from BOS: "Once upon a time, there was a little girl named Lily." "irl na" spans
+  // the pieces "ir", "l" and "▁named".
+  Request r = greedy_request({1}, 100);
+  r.sampling.stop = {"irl na", "never appears"};
+  auto sink = std::make_shared<QueueSink>();
+  ASSERT_TRUE(engine.submit(r, sink).ok());
+  Outcome o = collect(*sink);
+  EXPECT_EQ(o.text, "Once upon a time, there was a little g");
+  EXPECT_EQ(o.completion.reason, FinishReason::kStopString);
+
+  Request t = greedy_request({1}, 100);
+  t.sampling.stop_token_ids = {261};  // "▁a"
+  sink = std::make_shared<QueueSink>();
+  ASSERT_TRUE(engine.submit(t, sink).ok());
+  o = collect(*sink);
+  EXPECT_EQ(o.tokens, (std::vector<int32_t>{403, 407, 261}));
+  EXPECT_EQ(o.text, "Once upon");
+  EXPECT_EQ(o.completion.reason, FinishReason::kStop);
+}
+
+TEST(Engine, RefusesInvalidAndImpossibleRequests) {
+  Engine engine(options(synthetic_mha(), 64));
+  auto sink = std::make_shared<QueueSink>();
+  auto code = [&](Request r) { return engine.submit(r, sink); };
+  EXPECT_EQ(code(greedy_request({}, 5)).code, SubmitCode::kInvalidArgument);
+  SubmitResult oov = code(greedy_request({1, 300}, 5));
+  EXPECT_EQ(oov.code, SubmitCode::kInvalidArgument);
+  EXPECT_NE(oov.message.find("prompt_token_ids[1]"), std::string::npos);
+  Request bad = greedy_request({1}, 5);
+  bad.sampling.top_p = 0.0f;
+  EXPECT_NE(code(bad).message.find("sampling.top_p"), std::string::npos);
+  bad = greedy_request({1}, 5);
+  bad.sampling.temperature = -1.0f;
+  EXPECT_NE(code(bad).message.find("sampling.temperature"), std::string::npos);
+  bad = greedy_request({1}, 5);
+  bad.sampling.stop = std::vector<std::string>(17, "x");
+  EXPECT_NE(code(bad).message.find("sampling.stop"), std::string::npos);
+  // 400 prompt + 200 new > max_model_len 512: never fits.
+  EXPECT_EQ(code(greedy_request(std::vector<int32_t>(400, 1), 200)).code, SubmitCode::kNeverFits);
+  // 500 tokens need 63 blocks of 8: fits max_model_len, and the 64-block cache.
+  EXPECT_TRUE(code(greedy_request(std::vector<int32_t>(490, 1), 10)).ok());
+  collect(*sink);
+}
+
+TEST(Engine, OverloadRefusesBeyondMaxWaitingAndCompletesTheRest) {
+  EngineOptions o = options(synthetic_mha(), 256, 1);
+  o.scheduler.max_waiting = 3;
+  Engine engine(o);
+  std::vector<std::shared_ptr<QueueSink>> accepted;
+  int overloaded = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto sink = std::make_shared<QueueSink>();
+    SubmitResult r = engine.submit(greedy_request({1, 2, 3}, 100), sink);
+    if (r.ok())
+      accepted.push_back(sink);
+    else if (r.code == SubmitCode::kOverloaded)
+      ++overloaded;
+  }
+  EXPECT_GT(overloaded, 0);
+  EXPECT_GE(accepted.size(), 3u);
+  for (auto& s : accepted) EXPECT_EQ(collect(*s).completion.reason, FinishReason::kLength);
+}
+
+TEST(Engine, DeadlineAbortsTheRequest) {
+  Engine engine(options(synthetic_mha(), 256));
+  Request r = greedy_request({1, 2}, 500);
+  r.deadline_ms = 1;
+  auto sink = std::make_shared<QueueSink>();
+  ASSERT_TRUE(engine.submit(r, sink).ok());
+  Outcome o = collect(*sink);
+  EXPECT_EQ(o.completion.reason, FinishReason::kDeadline);
+  EXPECT_LT(o.completion.completion_tokens, 500);
+}
+
+TEST(Engine, ShutdownRefusesNewRequestsAndCancelsTheRest) {
+  Engine engine(options(synthetic_mha(), 256, 1));
+  std::vector<std::shared_ptr<QueueSink>> sinks;
+  for (int i = 0; i < 4; ++i) {
+    sinks.push_back(std::make_shared<QueueSink>());
+    ASSERT_TRUE(engine.submit(greedy_request({1, 2}, 400), sinks.back()).ok());
+  }
+  engine.shutdown(Engine::Shutdown::kDrain, std::chrono::milliseconds(1));
+  for (auto& s : sinks) {
+    FinishReason r = collect(*s).completion.reason;
+    EXPECT_TRUE(r == FinishReason::kCancelled || r == FinishReason::kLength);
+  }
+  EXPECT_EQ(engine.submit(greedy_request({1}, 1), sinks[0]).code, SubmitCode::kShuttingDown);
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -1,0 +1,157 @@
+// kvserve-cli: a command-line client. `generate` streams text to stdout as it arrives; `info`,
+// `stats`, `health` and `tokenize` print what the server says.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "kvserve.grpc.pb.h"
+
+namespace {
+
+int fail(const grpc::Status& s) {
+  std::fprintf(stderr, "kvserve-cli: %d %s\n", static_cast<int>(s.error_code()), s.error_message().c_str());
+  return 1;
+}
+
+const char* finish_name(kvserve::v1::FinishReason r) {
+  return kvserve::v1::FinishReason_Name(r).c_str() + sizeof("FINISH_REASON_") - 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvserve-cli: talk to a kvserve server"};
+  std::string addr = "127.0.0.1:50051";
+  double timeout_s = 0;
+  app.add_option("--addr", addr, "server HOST:PORT")->capture_default_str();
+  app.add_option("--timeout", timeout_s, "deadline in seconds (0 = none)");
+  app.require_subcommand(1);
+
+  auto* gen = app.add_subcommand("generate", "stream a continuation of PROMPT");
+  std::string prompt, request_id;
+  kvserve::v1::SamplingParams sp;
+  int32_t max_tokens = 128, top_k = 0, top_logprobs = 0;
+  float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, rep = 1.0f, pres = 0.0f, freq = 0.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> stops;
+  bool ignore_eos = false, stats_after = false;
+  gen->add_option("prompt", prompt, "prompt text")->required();
+  gen->add_option("--max-tokens", max_tokens)->capture_default_str();
+  gen->add_option("--temperature", temperature, "0 = greedy")->capture_default_str();
+  gen->add_option("--top-k", top_k);
+  gen->add_option("--top-p", top_p);
+  gen->add_option("--min-p", min_p);
+  gen->add_option("--repetition-penalty", rep);
+  gen->add_option("--presence-penalty", pres);
+  gen->add_option("--frequency-penalty", freq);
+  auto* seed_opt = gen->add_option("--seed", seed);
+  gen->add_option("--stop", stops, "stop string (repeatable)");
+  gen->add_flag("--ignore-eos", ignore_eos);
+  gen->add_option("--top-logprobs", top_logprobs);
+  gen->add_option("--request-id", request_id);
+  gen->add_flag("--verbose", stats_after, "print the completion summary to stderr");
+  auto* info = app.add_subcommand("info", "model shape and KV cache cost");
+  auto* stats = app.add_subcommand("stats", "engine counters");
+  auto* health = app.add_subcommand("health", "grpc.health.v1 check; exit 0 when SERVING");
+  auto* tok = app.add_subcommand("tokenize", "token ids of TEXT");
+  std::string text;
+  tok->add_option("text", text)->required();
+  CLI11_PARSE(app, argc, argv);
+
+  auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  auto stub = kvserve::v1::Inference::NewStub(channel);
+  grpc::ClientContext ctx;
+  if (timeout_s > 0)
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+
+  if (*gen) {
+    kvserve::v1::GenerateRequest req;
+    req.set_prompt(prompt);
+    req.set_request_id(request_id);
+    auto* s = req.mutable_sampling();
+    s->set_max_new_tokens(max_tokens);
+    s->set_temperature(temperature);
+    s->set_top_k(top_k);
+    s->set_top_p(top_p);
+    s->set_min_p(min_p);
+    s->set_repetition_penalty(rep);
+    s->set_presence_penalty(pres);
+    s->set_frequency_penalty(freq);
+    if (seed_opt->count()) s->set_seed(seed);
+    for (const auto& st : stops) s->add_stop(st);
+    s->set_ignore_eos(ignore_eos);
+    s->set_top_logprobs(top_logprobs);
+    auto reader = stub->Generate(&ctx, req);
+    kvserve::v1::GenerateResponse resp;
+    while (reader->Read(&resp)) {
+      if (resp.has_chunk()) {
+        std::fwrite(resp.chunk().text().data(), 1, resp.chunk().text().size(), stdout);
+        std::fflush(stdout);
+      } else if (resp.has_complete() && stats_after) {
+        const auto& c = resp.complete();
+        std::fprintf(stderr, "\n[%s] finish=%s prompt=%d completion=%d ttft=%.3fs total=%.3fs peak_kv=%lld bytes\n",
+                     c.request_id().c_str(), finish_name(c.finish_reason()), c.prompt_tokens(),
+                     c.completion_tokens(), c.time_to_first_token_s(), c.total_time_s(),
+                     static_cast<long long>(c.peak_kv_bytes()));
+      }
+    }
+    if (isatty(STDOUT_FILENO)) std::printf("\n");
+    grpc::Status st = reader->Finish();
+    return st.ok() ? 0 : fail(st);
+  }
+  if (*info) {
+    kvserve::v1::GetModelInfoResponse r;
+    grpc::Status st = stub->GetModelInfo(&ctx, {}, &r);
+    if (!st.ok()) return fail(st);
+    const auto& kv = r.kv_bytes_per_token();
+    std::printf("model: %s (%s), %.1fM params, %s weights\n", r.name().c_str(), r.architecture().c_str(),
+                r.num_params() / 1e6, r.weight_type().c_str());
+    std::printf("layers %d, hidden %d, heads %d, KV heads %d, head dim %d, ffn %d, vocab %d\n", r.n_layers(),
+                r.hidden_size(), r.n_heads(), r.n_kv_heads(), r.head_dim(), r.ffn_size(), r.vocab_size());
+    std::printf("context: model %d, max_model_len %d\n", r.max_context(), r.max_model_len());
+    std::printf("KV bytes per token: %d x %d layers x %d KV heads x %d head dim x %d bytes = %lld\n",
+                kv.kv_factor(), kv.n_layers(), kv.n_kv_heads(), kv.head_dim(), kv.element_bytes(),
+                static_cast<long long>(kv.total()));
+    std::printf("KV cache: %d blocks x %d tokens = %lld tokens, %.2f MiB\n", r.num_blocks(), r.block_size(),
+                static_cast<long long>(r.token_capacity()), r.kv_cache_bytes() / 1048576.0);
+    std::printf("max concurrency at %d tokens: %.2fx\n", r.max_model_len(), r.max_concurrency());
+    std::printf("max_num_seqs %d, max_num_batched_tokens %d\n", r.max_num_seqs(), r.max_num_batched_tokens());
+    return 0;
+  }
+  if (*stats) {
+    kvserve::v1::GetStatsResponse r;
+    grpc::Status st = stub->GetStats(&ctx, {}, &r);
+    if (!st.ok()) return fail(st);
+    std::printf("running %d, waiting %d, preemptions %lld\n", r.num_requests_running(), r.num_requests_waiting(),
+                static_cast<long long>(r.num_preemptions_total()));
+    std::printf("blocks %d used / %d free / %d total (%.1f%%), tokens cached %lld\n", r.blocks_used(),
+                r.blocks_free(), r.blocks_total(), 100 * r.kv_cache_usage(), static_cast<long long>(r.tokens_cached()));
+    std::printf("prompt tokens %lld, generated tokens %lld, requests finished %lld, steps %lld\n",
+                static_cast<long long>(r.prompt_tokens_total()), static_cast<long long>(r.generation_tokens_total()),
+                static_cast<long long>(r.requests_finished_total()), static_cast<long long>(r.steps_total()));
+    return 0;
+  }
+  if (*health) {
+    auto hstub = grpc::health::v1::Health::NewStub(channel);
+    grpc::health::v1::HealthCheckResponse r;
+    grpc::Status st = hstub->Check(&ctx, {}, &r);
+    if (!st.ok()) return fail(st);
+    std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(r.status()).c_str());
+    return r.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+  }
+  if (*tok) {
+    kvserve::v1::TokenizeRequest req;
+    req.set_text(text);
+    kvserve::v1::TokenizeResponse r;
+    grpc::Status st = stub->Tokenize(&ctx, req, &r);
+    if (!st.ok()) return fail(st);
+    for (int i = 0; i < r.token_ids_size(); ++i) std::printf("%s%d", i ? " " : "", r.token_ids(i));
+    std::printf("\n");
+    return 0;
+  }
+  return 0;
+}

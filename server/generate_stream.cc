@@ -1,0 +1,176 @@
+#include "generate_stream.h"
+
+#include <spdlog/spdlog.h>
+
+#include "proto_convert.h"
+
+namespace kvserve {
+// Owned by the engine (through the request's sink); reaches the stream only while it lives.
+struct StreamLink {
+  std::recursive_mutex mu;  // recursive: gRPC may run OnDone inline from a call made under it
+  GenerateStream* stream = nullptr;
+};
+
+namespace {
+
+class StreamSink : public ResultSink {
+ public:
+  explicit StreamSink(std::shared_ptr<StreamLink> link) : link_(std::move(link)) {}
+  void on_event(Event event) override {
+    std::lock_guard<std::recursive_mutex> lock(link_->mu);
+    if (link_->stream) link_->stream->deliver(std::move(event));
+  }
+
+ private:
+  std::shared_ptr<StreamLink> link_;
+};
+
+}  // namespace
+
+GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerContext* ctx,
+                               const v1::GenerateRequest* request)
+    : service_(service) {
+  Engine& engine = service_.engine();
+  Request req;
+  grpc::Status st = to_engine_request(*request, engine.tokenizer(), &req);
+  if (!st.ok()) {
+    Finish(st);
+    return;
+  }
+  request_id_ = request->request_id().empty() ? service_.next_request_id() : request->request_id();
+  req.client_id = request_id_;
+  const auto deadline = ctx->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
+    req.deadline_ms = std::max<int64_t>(1, ms.count());
+  }
+  if (!service_.register_id(request_id_, 0)) {
+    Finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "request_id: '" + request_id_ + "' is already running"));
+    return;
+  }
+  registered_ = true;
+  ctx->AddInitialMetadata("x-request-id", request_id_);
+
+  link_ = std::make_shared<StreamLink>();
+  link_->stream = this;
+  SubmitResult r = engine.submit(std::move(req), std::make_shared<StreamSink>(link_));
+  if (!r.ok()) {
+    Finish(submit_status(r));
+    return;
+  }
+  engine_id_ = r.id;
+  service_.set_engine_id(request_id_, engine_id_);
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = true;
+    action = next_action_locked();
+  }
+  perform(action);
+}
+
+void GenerateStream::deliver(Event ev) {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    if (!ev.token_ids.empty() || !ev.text.empty()) {
+      if (!pending_chunk_) pending_chunk_.emplace();
+      for (int32_t t : ev.token_ids) pending_chunk_->add_token_ids(t);
+      pending_chunk_->mutable_text()->append(ev.text);
+      for (const auto& lp : ev.logprobs) to_proto(lp, pending_chunk_->add_logprobs());
+    }
+    if (ev.completion) {
+      const Completion& c = *ev.completion;
+      pending_complete_.emplace();
+      to_proto(c, request_id_, &*pending_complete_);
+      final_status_ = completion_status(c);
+      spdlog::info("request {} done: prompt {} tokens, output {} tokens, ttft {:.3f} s, total {:.3f} s, {} ({})",
+                   request_id_, c.prompt_tokens, c.completion_tokens, c.time_to_first_token_s, c.total_time_s,
+                   finish_reason_name(c.reason), final_status_.ok() ? "OK" : final_status_.error_message());
+    }
+    if (!active_ || writing_) return;
+    action = next_action_locked();
+  }
+  perform(action);
+}
+
+grpc::Status GenerateStream::completion_status(const Completion& c) const {
+  switch (c.reason) {
+    case FinishReason::kCancelled:
+      return service_.shutting_down() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down")
+                                      : grpc::Status(grpc::StatusCode::CANCELLED, "request aborted");
+    case FinishReason::kDeadline:
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
+    case FinishReason::kError:
+      return grpc::Status(grpc::StatusCode::INTERNAL, c.error);
+    default:
+      return grpc::Status::OK;
+  }
+}
+
+GenerateStream::Action GenerateStream::next_action_locked() {
+  if (finished_ || writing_) return Action::kNone;
+  if (pending_chunk_) {
+    in_flight_.Clear();
+    *in_flight_.mutable_chunk() = std::move(*pending_chunk_);
+    pending_chunk_.reset();
+    writing_ = true;
+    return Action::kWrite;
+  }
+  if (pending_complete_ && !complete_sent_) {
+    in_flight_.Clear();
+    *in_flight_.mutable_complete() = std::move(*pending_complete_);
+    pending_complete_.reset();
+    complete_sent_ = true;
+    writing_ = true;
+    return Action::kWrite;
+  }
+  if (complete_sent_) {
+    finished_ = true;
+    return Action::kFinish;
+  }
+  return Action::kNone;
+}
+
+// Called with no lock held, as the last thing its caller does: gRPC may run reactions inline.
+void GenerateStream::perform(Action action) {
+  if (action == Action::kWrite)
+    StartWrite(&in_flight_);
+  else if (action == Action::kFinish)
+    Finish(final_status_);
+}
+
+void GenerateStream::OnWriteDone(bool ok) {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      // The client is gone: stop the request and end the call.
+      if (finished_) return;
+      finished_ = true;
+      action = Action::kFinish;
+      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    } else {
+      action = next_action_locked();
+    }
+  }
+  if (!ok && engine_id_) service_.engine().cancel(engine_id_);
+  perform(action);
+}
+
+void GenerateStream::OnCancel() {
+  if (engine_id_) service_.engine().cancel(engine_id_);
+}
+
+void GenerateStream::OnDone() {
+  if (link_) {
+    std::lock_guard<std::recursive_mutex> lock(link_->mu);
+    link_->stream = nullptr;
+  }
+  if (registered_) service_.unregister_id(request_id_);
+  delete this;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,49 @@
+// The kvserve.v1.Inference service on gRPC's callback API. Generate gets one reactor per stream
+// (generate_stream.h); the other RPCs answer at once from the engine.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "engine.h"
+#include "kvserve.grpc.pb.h"
+
+namespace kvserve {
+
+class InferenceService final : public v1::Inference::CallbackService {
+ public:
+  explicit InferenceService(Engine& engine) : engine_(engine) {}
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* ctx,
+                                                           const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx, const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx, const v1::GetModelInfoRequest* request,
+                                         v1::GetModelInfoResponse* response) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx, const v1::GetStatsRequest* request,
+                                     v1::GetStatsResponse* response) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* ctx, const v1::AbortRequest* request,
+                                  v1::AbortResponse* response) override;
+
+  // From now on, cancelled streams end with UNAVAILABLE ("shutting down").
+  void begin_shutdown() { shutting_down_ = true; }
+  bool shutting_down() const { return shutting_down_; }
+
+  Engine& engine() { return engine_; }
+  // Request ids of live streams, for Abort. register_id fails if the id is already live.
+  bool register_id(const std::string& request_id, uint64_t engine_id);
+  void set_engine_id(const std::string& request_id, uint64_t engine_id);
+  void unregister_id(const std::string& request_id);
+  std::string next_request_id() { return "kvs-" + std::to_string(++counter_); }
+
+ private:
+  Engine& engine_;
+  std::atomic<bool> shutting_down_ = false;
+  std::atomic<uint64_t> counter_ = 0;
+  std::mutex ids_mu_;
+  std::unordered_map<std::string, uint64_t> live_ids_;
+};
+
+}  // namespace kvserve

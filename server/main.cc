@@ -1,0 +1,113 @@
+// kvserve: the gRPC inference server. Reads the config, applies command-line overrides, loads
+// the model, serves until SIGTERM/SIGINT, then drains within the grace period and exits 0.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+
+#include "engine.h"
+#include "inference_service.h"
+#include "server_options.h"
+
+namespace {
+
+void log_startup(const kvserve::Engine& engine) {
+  const kvserve::ModelInfo& m = engine.model_info();
+  spdlog::info("model '{}' ({}): {} layers, hidden {}, {} query heads over {} KV heads, head dim {}, ffn {}, "
+               "vocab {}, {:.1f}M params, {} weights, trained context {}",
+               m.name, m.architecture, m.n_layer, m.n_embd, m.n_head, m.n_head_kv, m.head_dim, m.n_ff, m.n_vocab,
+               m.n_params / 1e6, m.weight_type, m.n_ctx_train);
+  spdlog::info("KV cache bytes per token: 2 (K,V) x {} layers x {} KV heads x {} head dim x {} bytes = {} bytes",
+               m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_bytes, m.kv_bytes_per_token);
+  spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {:.2f} GiB", m.num_blocks, m.block_size,
+               m.token_capacity, m.kv_total_bytes / double(1 << 30));
+  spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", m.max_model_len, m.max_concurrency);
+  const auto& s = engine.options().scheduler;
+  spdlog::info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, max_waiting {}",
+               s.max_num_seqs, s.max_num_batched_tokens, s.max_model_len, s.max_waiting);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvserve: gRPC inference server for causal language models on CPUs"};
+  std::string config_path, model, listen, port_file;
+  std::vector<std::string> overrides;
+  int32_t threads = -1;
+  app.add_option("--config", config_path, "JSON config file (see configs/)");
+  app.add_option("--model", model, "GGUF model (overrides model.path)");
+  app.add_option("--listen", listen, "HOST:PORT to serve on (overrides server.listen)");
+  app.add_option("--threads", threads, "compute threads (overrides model.num_threads)");
+  app.add_option("--port-file", port_file, "write the bound port to this file");
+  app.add_option("--set", overrides, "override any config field: section.field=value (repeatable)");
+  CLI11_PARSE(app, argc, argv);
+
+  kvserve::ServeConfig cfg;
+  try {
+    nlohmann::json config = config_path.empty() ? nlohmann::json::object() : kvserve::load_json_file(config_path);
+    if (!model.empty()) overrides.push_back("model.path=\"" + model + "\"");
+    if (!listen.empty()) overrides.push_back("server.listen=\"" + listen + "\"");
+    if (threads >= 0) overrides.push_back("model.num_threads=" + std::to_string(threads));
+    if (!port_file.empty()) overrides.push_back("server.port_file=\"" + port_file + "\"");
+    kvserve::apply_overrides(config, overrides);
+    cfg = kvserve::serve_config_from_json(config);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvserve: config error: %s\n", e.what());
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(cfg.server.log_level));
+
+  // SIGTERM/SIGINT are taken by sigwait below; blocked before any thread starts so none gets them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<kvserve::Engine> engine;
+  try {
+    engine = std::make_unique<kvserve::Engine>(cfg.engine);
+  } catch (const std::exception& e) {
+    spdlog::error("cannot start: {}", e.what());
+    return 1;
+  }
+  log_startup(*engine);
+
+  kvserve::InferenceService service(*engine);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(cfg.server.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(cfg.server.max_message_bytes);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    spdlog::error("cannot listen on {}", cfg.server.listen);
+    return 1;
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  const std::string host = cfg.server.listen.substr(0, cfg.server.listen.rfind(':'));
+  spdlog::info("serving kvserve.v1.Inference on {}:{}", host, port);
+  if (!cfg.server.port_file.empty()) {
+    std::ofstream(cfg.server.port_file + ".tmp") << port << "\n";
+    std::rename((cfg.server.port_file + ".tmp").c_str(), cfg.server.port_file.c_str());
+  }
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}: draining for up to {} ms", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               cfg.server.shutdown_grace_ms);
+  server->GetHealthCheckService()->SetServingStatus(false);
+  service.begin_shutdown();
+  engine->shutdown(kvserve::Engine::Shutdown::kDrain, std::chrono::milliseconds(cfg.server.shutdown_grace_ms));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  const kvserve::EngineStats s = engine->stats();
+  spdlog::info("stopped: {} requests finished, {} prompt and {} generated tokens", s.requests_finished_total,
+               s.prompt_tokens_total, s.generation_tokens_total);
+  return 0;
+}

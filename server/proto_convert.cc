@@ -1,0 +1,134 @@
+#include "proto_convert.h"
+
+#include "utf8.h"
+
+namespace kvserve {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+Status to_engine_request(const v1::GenerateRequest& in, const Tokenizer& tokenizer, Request* out) {
+  const bool has_text = !in.prompt().empty();
+  const bool has_ids = in.prompt_token_ids_size() > 0;
+  if (has_text == has_ids)
+    return Status(StatusCode::INVALID_ARGUMENT,
+                  has_text ? "prompt, prompt_token_ids: give one of them, not both"
+                           : "prompt: empty (give prompt text or prompt_token_ids)");
+  if (has_text) {
+    if (!utf8_is_valid(in.prompt())) return Status(StatusCode::INVALID_ARGUMENT, "prompt: not valid UTF-8");
+    out->prompt = tokenizer.encode(in.prompt(), true);
+  } else {
+    out->prompt.assign(in.prompt_token_ids().begin(), in.prompt_token_ids().end());
+  }
+  out->client_id = in.request_id();
+  const v1::SamplingParams& s = in.sampling();
+  SamplingParams& o = out->sampling;
+  if (s.has_max_new_tokens()) o.max_new_tokens = s.max_new_tokens();
+  if (s.has_temperature()) o.temperature = s.temperature();
+  if (s.has_top_k()) o.top_k = s.top_k();
+  if (s.has_top_p()) o.top_p = s.top_p();
+  if (s.has_min_p()) o.min_p = s.min_p();
+  if (s.has_seed()) o.seed = s.seed();
+  if (s.has_repetition_penalty()) o.repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) o.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) o.frequency_penalty = s.frequency_penalty();
+  o.stop.assign(s.stop().begin(), s.stop().end());
+  o.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+  o.ignore_eos = s.ignore_eos();
+  o.logprobs = s.logprobs();
+  o.top_logprobs = s.top_logprobs();
+  return Status::OK;
+}
+
+Status submit_status(const SubmitResult& r) {
+  switch (r.code) {
+    case SubmitCode::kOk: return Status::OK;
+    case SubmitCode::kInvalidArgument: return Status(StatusCode::INVALID_ARGUMENT, r.message);
+    case SubmitCode::kNeverFits: return Status(StatusCode::RESOURCE_EXHAUSTED, r.message);
+    case SubmitCode::kOverloaded: return Status(StatusCode::RESOURCE_EXHAUSTED, r.message);
+    case SubmitCode::kShuttingDown: return Status(StatusCode::UNAVAILABLE, r.message);
+  }
+  return Status(StatusCode::INTERNAL, "unknown submit result");
+}
+
+v1::FinishReason to_proto(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
+    case FinishReason::kStopString: return v1::FINISH_REASON_STOP_STRING;
+    case FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
+    case FinishReason::kDeadline: return v1::FINISH_REASON_DEADLINE;
+    case FinishReason::kError: return v1::FINISH_REASON_ERROR;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void to_proto(const TokenLogprob& in, v1::TokenLogprob* out) {
+  out->set_token_id(in.token);
+  out->set_logprob(in.logprob);
+  for (const auto& [id, lp] : in.top) {
+    auto* t = out->add_top();
+    t->set_token_id(id);
+    t->set_logprob(lp);
+  }
+}
+
+void to_proto(const Completion& c, const std::string& request_id, v1::GenerateComplete* out) {
+  out->set_finish_reason(to_proto(c.reason));
+  out->set_request_id(request_id);
+  out->set_prompt_tokens(c.prompt_tokens);
+  out->set_completion_tokens(c.completion_tokens);
+  out->set_cached_prompt_tokens(c.cached_prompt_tokens);
+  out->set_time_to_first_token_s(c.time_to_first_token_s);
+  out->set_total_time_s(c.total_time_s);
+  out->set_peak_kv_bytes(c.peak_kv_bytes);
+  out->set_preemptions(c.preemptions);
+}
+
+void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoResponse* out) {
+  out->set_architecture(i.architecture);
+  out->set_name(i.name);
+  out->set_n_layers(i.n_layer);
+  out->set_n_heads(i.n_head);
+  out->set_n_kv_heads(i.n_head_kv);
+  out->set_head_dim(i.head_dim);
+  out->set_hidden_size(i.n_embd);
+  out->set_ffn_size(i.n_ff);
+  out->set_vocab_size(i.n_vocab);
+  out->set_max_context(i.n_ctx_train);
+  out->set_max_model_len(i.max_model_len);
+  out->set_block_size(i.block_size);
+  out->set_num_blocks(i.num_blocks);
+  out->set_token_capacity(i.token_capacity);
+  auto* kv = out->mutable_kv_bytes_per_token();
+  kv->set_total(i.kv_bytes_per_token);
+  kv->set_kv_factor(2);
+  kv->set_n_layers(i.n_layer);
+  kv->set_n_kv_heads(i.n_head_kv);
+  kv->set_head_dim(i.head_dim);
+  kv->set_element_bytes(i.kv_element_bytes);
+  out->set_kv_cache_bytes(i.kv_total_bytes);
+  out->set_max_concurrency(i.max_concurrency);
+  out->set_weight_type(i.weight_type);
+  out->set_num_params(i.n_params);
+  out->set_max_num_seqs(o.scheduler.max_num_seqs);
+  out->set_max_num_batched_tokens(o.scheduler.max_num_batched_tokens);
+}
+
+void to_proto(const EngineStats& s, v1::GetStatsResponse* out) {
+  out->set_num_requests_running(s.running);
+  out->set_num_requests_waiting(s.waiting);
+  out->set_num_preemptions_total(s.preemptions_total);
+  out->set_blocks_total(s.blocks_total);
+  out->set_blocks_used(s.blocks_used);
+  out->set_blocks_free(s.blocks_free);
+  out->set_tokens_cached(s.tokens_cached);
+  out->set_kv_cache_usage(s.kv_usage);
+  out->set_prompt_tokens_total(s.prompt_tokens_total);
+  out->set_generation_tokens_total(s.generation_tokens_total);
+  out->set_requests_finished_total(s.requests_finished_total);
+  out->set_steps_total(s.steps_total);
+}
+
+}  // namespace kvserve

@@ -1,0 +1,68 @@
+#include "server_options.h"
+
+#include <set>
+
+namespace kvserve {
+
+using nlohmann::json;
+
+void apply_overrides(json& config, const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) {
+    const size_t eq = o.find('=');
+    const size_t dot = o.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+      throw ConfigError("override '" + o + "': expected section.field=value");
+    const std::string section = o.substr(0, dot), field = o.substr(dot + 1, eq - dot - 1);
+    const std::string value = o.substr(eq + 1);
+    json v;
+    try {
+      v = json::parse(value);
+    } catch (const json::parse_error&) {
+      v = value;
+    }
+    if (!config.contains(section)) config[section] = json::object();
+    config[section][field] = v;
+  }
+}
+
+ServeConfig serve_config_from_json(const json& config) {
+  ServeConfig c;
+  c.engine = engine_options_from_json(config);
+  validate(c.engine);
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    static const std::set<std::string> known = {"model", "cache", "scheduler", "server"};
+    if (!known.count(it.key())) throw ConfigError(it.key() + ": unknown config section");
+  }
+  if (!config.contains("server")) return c;
+  const json& s = config["server"];
+  if (!s.is_object()) throw ConfigError("server: expected an object");
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    const std::string field = "server." + k;
+    if (k == "listen" || k == "log_level" || k == "port_file") {
+      if (!v.is_string()) throw ConfigError(field + ": expected a string, got " + v.dump());
+      (k == "listen" ? c.server.listen : k == "log_level" ? c.server.log_level : c.server.port_file) = v.get<std::string>();
+    } else if (k == "shutdown_grace_ms" || k == "max_message_bytes") {
+      if (!v.is_number_integer()) throw ConfigError(field + ": expected an integer, got " + v.dump());
+      const int64_t x = v.get<int64_t>();
+      if (k == "shutdown_grace_ms") {
+        if (x < 0) throw ConfigError(field + ": must be >= 0");
+        c.server.shutdown_grace_ms = x;
+      } else {
+        if (x < 1024 || x > (int64_t{1} << 30)) throw ConfigError(field + ": must be between 1 KiB and 1 GiB");
+        c.server.max_message_bytes = static_cast<int32_t>(x);
+      }
+    } else {
+      throw ConfigError(field + ": unknown field");
+    }
+  }
+  if (c.server.listen.find(':') == std::string::npos)
+    throw ConfigError("server.listen: expected HOST:PORT, got '" + c.server.listen + "'");
+  static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};
+  if (!levels.count(c.server.log_level))
+    throw ConfigError("server.log_level: expected one of trace, debug, info, warn, error");
+  return c;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,33 @@
+// The server's own options (the "server" section of the config), and the whole config as the
+// server reads it: JSON file, then command-line overrides, then validation.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "config.h"
+
+namespace kvserve {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";  // gRPC address; loopback unless configured otherwise
+  int64_t shutdown_grace_ms = 30000;       // on SIGTERM: time for in-flight requests to finish
+  int32_t max_message_bytes = 4 << 20;     // largest request message accepted
+  std::string log_level = "info";          // trace, debug, info, warn, error
+  std::string port_file;                   // if set, the bound port is written here (tests)
+};
+
+struct ServeConfig {
+  EngineOptions engine;
+  ServerOptions server;
+};
+
+// Applies "section.field=value" overrides to a parsed config; value is read as JSON when it
+// parses (numbers, true/false), as a string otherwise.
+void apply_overrides(nlohmann::json& config, const std::vector<std::string>& overrides);
+// Reads and validates everything; ConfigError names the field.
+ServeConfig serve_config_from_json(const nlohmann::json& config);
+
+}  // namespace kvserve

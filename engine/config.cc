@@ -9,6 +9,8 @@ namespace {
 
 using nlohmann::json;
 
+// Keys starting with '_' are comments and ignored everywhere.
+
 // Reads section.key into `out` if present, checking its JSON type.
 template <typename T>
 void read(const json& section, const std::string& name, const char* key, T& out,
@@ -44,7 +46,7 @@ const json& section(const json& config, const std::string& name) {
 
 void reject_unknown(const json& s, const std::string& name, const std::set<std::string>& seen) {
   for (auto it = s.begin(); it != s.end(); ++it)
-    if (!seen.count(it.key())) throw ConfigError(name + "." + it.key() + ": unknown field");
+    if (!seen.count(it.key()) && it.key()[0] != '_') throw ConfigError(name + "." + it.key() + ": unknown field");
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ class StreamSink : public ResultSink {
 GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerContext* ctx,
                                const v1::GenerateRequest* request)
     : service_(service) {
+  service_.stream_started();
   Engine& engine = service_.engine();
   Request req;
   grpc::Status st = to_engine_request(*request, engine.tokenizer(), &req);
@@ -170,7 +171,9 @@ void GenerateStream::OnDone() {
     link_->stream = nullptr;
   }
   if (registered_) service_.unregister_id(request_id_);
+  InferenceService& service = service_;
   delete this;
+  service.stream_done();
 }
 
 }  // namespace kvserve

@@ -76,3 +76,25 @@ void InferenceService::unregister_id(const std::string& request_id) {
 }
 
 }  // namespace kvserve
+
+namespace kvserve {
+
+void InferenceService::stream_started() {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  ++live_streams_;
+}
+
+void InferenceService::stream_done() {
+  {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    --live_streams_;
+  }
+  streams_cv_.notify_all();
+}
+
+bool InferenceService::wait_streams_done(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(streams_mu_);
+  return streams_cv_.wait_for(lock, timeout, [&] { return live_streams_ == 0; });
+}
+
+}  // namespace kvserve

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -38,12 +40,20 @@ class InferenceService final : public v1::Inference::CallbackService {
   void unregister_id(const std::string& request_id);
   std::string next_request_id() { return "kvs-" + std::to_string(++counter_); }
 
+  // Live Generate streams, so shutdown can wait for the last final message to be written.
+  void stream_started();
+  void stream_done();
+  bool wait_streams_done(std::chrono::milliseconds timeout);
+
  private:
   Engine& engine_;
   std::atomic<bool> shutting_down_ = false;
   std::atomic<uint64_t> counter_ = 0;
   std::mutex ids_mu_;
   std::unordered_map<std::string, uint64_t> live_ids_;
+  std::mutex streams_mu_;
+  std::condition_variable streams_cv_;
+  int64_t live_streams_ = 0;
 };
 
 }  // namespace kvserve

@@ -105,7 +105,10 @@ int main(int argc, char** argv) {
   server->GetHealthCheckService()->SetServingStatus(false);
   service.begin_shutdown();
   engine->shutdown(kvserve::Engine::Shutdown::kDrain, std::chrono::milliseconds(cfg.server.shutdown_grace_ms));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // Every stream has its final event now; give the last writes a moment to reach the clients.
+  // (Shutdown's own deadline would also wait for idle client connections to go away.)
+  service.wait_streams_done(std::chrono::seconds(5));
+  server->Shutdown(std::chrono::system_clock::now());
   const kvserve::EngineStats s = engine->stats();
   spdlog::info("stopped: {} requests finished, {} prompt and {} generated tokens", s.requests_finished_total,
                s.prompt_tokens_total, s.generation_tokens_total);

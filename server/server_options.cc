@@ -31,7 +31,7 @@ ServeConfig serve_config_from_json(const json& config) {
   validate(c.engine);
   for (auto it = config.begin(); it != config.end(); ++it) {
     static const std::set<std::string> known = {"model", "cache", "scheduler", "server"};
-    if (!known.count(it.key())) throw ConfigError(it.key() + ": unknown config section");
+    if (!known.count(it.key()) && it.key()[0] != '_') throw ConfigError(it.key() + ": unknown config section");
   }
   if (!config.contains("server")) return c;
   const json& s = config["server"];
@@ -39,6 +39,7 @@ ServeConfig serve_config_from_json(const json& config) {
   for (auto it = s.begin(); it != s.end(); ++it) {
     const std::string& k = it.key();
     const json& v = it.value();
+    if (k[0] == '_') continue;  // a comment
     const std::string field = "server." + k;
     if (k == "listen" || k == "log_level" || k == "port_file") {
       if (!v.is_string()) throw ConfigError(field + ": expected a string, got " + v.dump());

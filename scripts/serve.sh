@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds kvserve in Release and starts the server on
+# configs/default.json. Without --model it serves a synthetic model the project makes itself
+# (models/kvserve-default.gguf: 288 wide, 6 layers, 6 heads, 32000 vocab; random weights, so
+# its text is noise). Any other argument goes to the server, e.g.:
+#   scripts/serve.sh --model ../shared/models/stories260K.gguf --listen 0.0.0.0:50051
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${KVSERVE_BUILD_DIR:-$root/build}"
+
+"$root/scripts/deps.sh"
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/kvserve-ccache}"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-cli kvserve-mkmodel
+
+cd "$root"
+if [[ " $* " != *" --model "* ]] && [ ! -f models/kvserve-default.gguf ]; then
+  mkdir -p models
+  "$build/engine/kvserve-mkmodel" --out models/kvserve-default.gguf \
+    --dim 288 --layers 6 --heads 6 --kv-heads 6 --ffn 768 --vocab 32000 --context 2048 --seed 1
+fi
+exec "$build/server/kvserve" --config configs/default.json "$@"

@@ -1,0 +1,354 @@
+// The real server binary over gRPC on loopback: streaming equals the engine's greedy output,
+// 32 concurrent streams, client cancel, deadlines, Abort, every kind of bad field (while a good
+// stream runs on unaffected), health across a load, and SIGTERM with requests in flight.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gguf.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "kvserve.grpc.pb.h"
+#include "model/llama_model.h"
+#include "model_runner.h"
+#include "server_process.h"
+#include "test_support.h"
+#include "tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+using grpc::StatusCode;
+using testing::shared_model;
+namespace pb = kvserve::v1;
+
+struct StreamResult {
+  grpc::Status status;
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::optional<pb::GenerateComplete> complete;
+  int chunks = 0;
+};
+
+pb::GenerateRequest greedy(const std::string& prompt, int n) {
+  pb::GenerateRequest r;
+  r.set_prompt(prompt);
+  r.mutable_sampling()->set_temperature(0);
+  r.mutable_sampling()->set_max_new_tokens(n);
+  r.mutable_sampling()->set_ignore_eos(true);
+  return r;
+}
+
+StreamResult run(pb::Inference::Stub& stub, const pb::GenerateRequest& req, grpc::ClientContext* ctx = nullptr,
+                 int cancel_after_chunks = -1) {
+  grpc::ClientContext own;
+  if (!ctx) ctx = &own;
+  StreamResult out;
+  auto reader = stub.Generate(ctx, req);
+  pb::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+    if (resp.has_chunk()) {
+      ++out.chunks;
+      out.tokens.insert(out.tokens.end(), resp.chunk().token_ids().begin(), resp.chunk().token_ids().end());
+      out.text += resp.chunk().text();
+      if (out.chunks == cancel_after_chunks) ctx->TryCancel();
+    } else {
+      out.complete = resp.complete();
+    }
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+class ServerE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+    start({});
+  }
+  void start(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=512",
+                                     "--set", "cache.block_size=8", "--set", "scheduler.max_model_len=1024",
+                                     "--set", "server.log_level=\"warn\""};
+    args.insert(args.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<testing::ServerProcess>(args);
+    ASSERT_TRUE(server_->started()) << server_->log();
+    channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    stub_ = pb::Inference::NewStub(channel_);
+    health_ = grpc::health::v1::Health::NewStub(channel_);
+  }
+  std::vector<int32_t> solo(const std::string& prompt, int n) {
+    GgufFile file(shared_model("stories260K.gguf"));
+    LlamaModel model(file);
+    Tokenizer tok(file);
+    testing::ModelRunner runner(model, 8, 256);
+    return runner.greedy(tok.encode(prompt, true), n);
+  }
+  std::string health() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::health::v1::HealthCheckResponse r;
+    grpc::Status s = health_->Check(&ctx, {}, &r);
+    return s.ok() ? grpc::health::v1::HealthCheckResponse::ServingStatus_Name(r.status()) : "ERROR";
+  }
+  pb::GetStatsResponse stats() {
+    grpc::ClientContext ctx;
+    pb::GetStatsResponse r;
+    EXPECT_TRUE(stub_->GetStats(&ctx, {}, &r).ok());
+    return r;
+  }
+  // Blocks are freed at the engine's next step after a cancel: poll briefly.
+  void expect_all_blocks_free() {
+    pb::GetStatsResponse s;
+    for (int i = 0; i < 200; ++i) {
+      s = stats();
+      if (s.num_requests_running() == 0 && s.blocks_free() == s.blocks_total()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "running " << s.num_requests_running() << ", blocks free " << s.blocks_free() << " of "
+                  << s.blocks_total();
+  }
+
+  std::unique_ptr<testing::ServerProcess> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::Inference::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+};
+
+TEST_F(ServerE2E, StreamsTheReferenceStory) {
+  pb::GenerateRequest r;
+  r.add_prompt_token_ids(1);
+  r.mutable_sampling()->set_temperature(0);
+  r.mutable_sampling()->set_max_new_tokens(200);
+  StreamResult out = run(*stub_, r);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, testing::read_text(shared_model("stories260K.expected.txt")));
+  EXPECT_GE(out.chunks, 10);  // streamed as it goes (chunks coalesce while a write is in flight)
+  ASSERT_TRUE(out.complete);
+  EXPECT_EQ(out.complete->finish_reason(), pb::FINISH_REASON_LENGTH);
+  EXPECT_EQ(out.complete->prompt_tokens(), 1);
+  EXPECT_EQ(out.complete->completion_tokens(), 200);
+  EXPECT_EQ(out.complete->peak_kv_bytes(), 25 * 8 * 1280);  // 200 fed tokens in 25 blocks of 8
+  EXPECT_GT(out.complete->time_to_first_token_s(), 0);
+  EXPECT_EQ(out.complete->request_id(), "kvs-1");
+}
+
+TEST_F(ServerE2E, ModelInfoAndTokenize) {
+  grpc::ClientContext ctx;
+  pb::GetModelInfoResponse info;
+  ASSERT_TRUE(stub_->GetModelInfo(&ctx, {}, &info).ok());
+  EXPECT_EQ(info.n_layers(), 5);
+  EXPECT_EQ(info.n_heads(), 8);
+  EXPECT_EQ(info.n_kv_heads(), 4);
+  EXPECT_EQ(info.head_dim(), 8);
+  EXPECT_EQ(info.kv_bytes_per_token().total(), 1280);
+  EXPECT_EQ(info.num_blocks(), 512);
+  EXPECT_EQ(info.token_capacity(), 4096);
+  EXPECT_DOUBLE_EQ(info.max_concurrency(), 4.0);
+  grpc::ClientContext ctx2;
+  pb::TokenizeRequest tr;
+  tr.set_text("Once upon a time");
+  pb::TokenizeResponse tok;
+  ASSERT_TRUE(stub_->Tokenize(&ctx2, tr, &tok).ok());
+  EXPECT_EQ(std::vector<int32_t>(tok.token_ids().begin(), tok.token_ids().end()),
+            (std::vector<int32_t>{1, 403, 407, 261, 378}));
+}
+
+TEST_F(ServerE2E, ThirtyTwoConcurrentStreamsEqualSolo) {
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 32; ++i)
+    prompts.push_back(std::string(i % 2 ? "Tom had a " : "Lily saw a ") + std::to_string(i) + " little");
+  std::vector<StreamResult> results(32);
+  std::vector<std::thread> threads;
+  EXPECT_EQ(health(), "SERVING");
+  for (int i = 0; i < 32; ++i)
+    threads.emplace_back([&, i] { results[i] = run(*stub_, greedy(prompts[i], 20 + i)); });
+  EXPECT_EQ(health(), "SERVING");  // during the load
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(results[i].status.ok()) << results[i].status.error_message();
+    EXPECT_EQ(results[i].tokens, solo(prompts[i], 20 + i)) << "stream " << i;
+  }
+  expect_all_blocks_free();
+}
+
+TEST_F(ServerE2E, ClientCancelFreesBlocksAndOthersAreUnaffected) {
+  std::thread other;
+  StreamResult good;
+  other = std::thread([&] { good = run(*stub_, greedy("The dog ran", 150)); });
+  grpc::ClientContext ctx;
+  StreamResult cancelled = run(*stub_, greedy("Once upon a time", 900), &ctx, 5);
+  other.join();
+  EXPECT_EQ(cancelled.status.error_code(), StatusCode::CANCELLED);
+  EXPECT_LT(cancelled.tokens.size(), 900u);
+  ASSERT_TRUE(good.status.ok());
+  EXPECT_EQ(good.tokens, solo("The dog ran", 150));
+  expect_all_blocks_free();
+}
+
+TEST_F(ServerE2E, DeadlineEndsTheStreamAndFreesBlocks) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(30));
+  StreamResult r = run(*stub_, greedy("Once upon a time", 1000), &ctx);
+  EXPECT_EQ(r.status.error_code(), StatusCode::DEADLINE_EXCEEDED);
+  expect_all_blocks_free();
+}
+
+TEST_F(ServerE2E, AbortByRequestId) {
+  pb::GenerateRequest req = greedy("Once upon a time", 1000);
+  req.set_request_id("my-req-7");
+  std::atomic<bool> started = false;
+  StreamResult r;
+  std::thread t([&] {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, req);
+    pb::GenerateResponse resp;
+    while (reader->Read(&resp)) {
+      started = true;
+      if (resp.has_complete()) r.complete = resp.complete();
+    }
+    r.status = reader->Finish();
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  grpc::ClientContext ctx;
+  pb::AbortRequest ar;
+  ar.set_request_id("my-req-7");
+  pb::AbortResponse resp;
+  ASSERT_TRUE(stub_->Abort(&ctx, ar, &resp).ok());
+  EXPECT_TRUE(resp.found());
+  t.join();
+  EXPECT_EQ(r.status.error_code(), StatusCode::CANCELLED);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.complete->finish_reason(), pb::FINISH_REASON_CANCELLED);
+  grpc::ClientContext ctx2;
+  ar.set_request_id("no-such-request");
+  ASSERT_TRUE(stub_->Abort(&ctx2, ar, &resp).ok());
+  EXPECT_FALSE(resp.found());
+}
+
+TEST_F(ServerE2E, BadFieldsGetTheRightStatusWhileAGoodStreamRuns) {
+  StreamResult good;
+  std::thread t([&] { good = run(*stub_, greedy("The cat", 120)); });
+  struct Case {
+    std::string name;
+    std::function<void(pb::GenerateRequest&)> edit;
+    StatusCode code;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {"empty prompt", [](auto& r) { r.clear_prompt(); }, StatusCode::INVALID_ARGUMENT, "prompt"},
+      {"both prompts", [](auto& r) { r.add_prompt_token_ids(1); }, StatusCode::INVALID_ARGUMENT, "prompt_token_ids"},
+      {"token out of vocab",
+       [](auto& r) {
+         r.clear_prompt();
+         r.add_prompt_token_ids(1);
+         r.add_prompt_token_ids(512);
+       },
+       StatusCode::INVALID_ARGUMENT, "prompt_token_ids[1]"},
+      {"negative token",
+       [](auto& r) {
+         r.clear_prompt();
+         r.add_prompt_token_ids(-3);
+       },
+       StatusCode::INVALID_ARGUMENT, "prompt_token_ids[0]"},
+      {"temperature", [](auto& r) { r.mutable_sampling()->set_temperature(-0.5f); }, StatusCode::INVALID_ARGUMENT,
+       "sampling.temperature"},
+      {"temperature nan", [](auto& r) { r.mutable_sampling()->set_temperature(NAN); }, StatusCode::INVALID_ARGUMENT,
+       "sampling.temperature"},
+      {"top_p", [](auto& r) { r.mutable_sampling()->set_top_p(1.5f); }, StatusCode::INVALID_ARGUMENT, "sampling.top_p"},
+      {"top_k", [](auto& r) { r.mutable_sampling()->set_top_k(-1); }, StatusCode::INVALID_ARGUMENT, "sampling.top_k"},
+      {"min_p", [](auto& r) { r.mutable_sampling()->set_min_p(2.0f); }, StatusCode::INVALID_ARGUMENT, "sampling.min_p"},
+      {"repetition_penalty", [](auto& r) { r.mutable_sampling()->set_repetition_penalty(0.0f); },
+       StatusCode::INVALID_ARGUMENT, "sampling.repetition_penalty"},
+      {"presence_penalty", [](auto& r) { r.mutable_sampling()->set_presence_penalty(5.0f); },
+       StatusCode::INVALID_ARGUMENT, "sampling.presence_penalty"},
+      {"frequency_penalty", [](auto& r) { r.mutable_sampling()->set_frequency_penalty(-3.0f); },
+       StatusCode::INVALID_ARGUMENT, "sampling.frequency_penalty"},
+      {"max_new_tokens zero", [](auto& r) { r.mutable_sampling()->set_max_new_tokens(0); },
+       StatusCode::INVALID_ARGUMENT, "sampling.max_new_tokens"},
+      {"max_new_tokens absurd", [](auto& r) { r.mutable_sampling()->set_max_new_tokens(2000000000); },
+       StatusCode::INVALID_ARGUMENT, "sampling.max_new_tokens"},
+      {"too many stops",
+       [](auto& r) {
+         for (int i = 0; i < 17; ++i) r.mutable_sampling()->add_stop("s" + std::to_string(i));
+       },
+       StatusCode::INVALID_ARGUMENT, "sampling.stop"},
+      {"stop too long", [](auto& r) { r.mutable_sampling()->add_stop(std::string(300, 'x')); },
+       StatusCode::INVALID_ARGUMENT, "sampling.stop[0]"},
+      {"stop token", [](auto& r) { r.mutable_sampling()->add_stop_token_ids(99999); }, StatusCode::INVALID_ARGUMENT,
+       "sampling.stop_token_ids[0]"},
+      {"top_logprobs", [](auto& r) { r.mutable_sampling()->set_top_logprobs(50); }, StatusCode::INVALID_ARGUMENT,
+       "sampling.top_logprobs"},
+      {"prompt beyond context", [](auto& r) { r.set_prompt(std::string(1100, 'a') + " b"); },
+       StatusCode::RESOURCE_EXHAUSTED, "max_model_len"},
+      {"prompt + output beyond context", [](auto& r) { r.mutable_sampling()->set_max_new_tokens(1023); },
+       StatusCode::RESOURCE_EXHAUSTED, "max_model_len"},
+      {"oversized message", [](auto& r) { r.set_prompt(std::string(5 << 20, 'a')); }, StatusCode::RESOURCE_EXHAUSTED,
+       ""},
+  };
+  for (const auto& c : cases) {
+    pb::GenerateRequest r = greedy("Hello", 5);
+    c.edit(r);
+    StreamResult res = run(*stub_, r);
+    EXPECT_EQ(res.status.error_code(), c.code) << c.name << ": " << res.status.error_message();
+    EXPECT_NE(res.status.error_message().find(c.field), std::string::npos)
+        << c.name << ": '" << res.status.error_message() << "' does not name " << c.field;
+  }
+  t.join();
+  ASSERT_TRUE(good.status.ok());
+  EXPECT_EQ(good.tokens, solo("The cat", 120));
+  EXPECT_EQ(health(), "SERVING");
+}
+
+TEST_F(ServerE2E, SigtermDrainsInFlightRequestsThenExits) {
+  StreamResult in_flight;
+  std::atomic<bool> started = false;
+  std::thread t([&] {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, greedy("Once upon a time", 300));
+    pb::GenerateResponse resp;
+    while (reader->Read(&resp)) {
+      started = true;
+      if (resp.has_chunk())
+        in_flight.tokens.insert(in_flight.tokens.end(), resp.chunk().token_ids().begin(), resp.chunk().token_ids().end());
+    }
+    in_flight.status = reader->Finish();
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  server_->signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(health(), "NOT_SERVING");
+  StreamResult late = run(*stub_, greedy("Hi", 3));
+  EXPECT_EQ(late.status.error_code(), StatusCode::UNAVAILABLE);
+  t.join();
+  ASSERT_TRUE(in_flight.status.ok()) << in_flight.status.error_message();
+  EXPECT_EQ(in_flight.tokens, solo("Once upon a time", 300));
+  EXPECT_EQ(server_->wait_exit(std::chrono::seconds(20)), 0) << server_->log();
+}
+
+TEST_F(ServerE2E, SigtermPastTheGraceCancelsWithAFinalStatus) {
+  server_.reset();
+  start({"--set", "server.shutdown_grace_ms=50"});
+  std::atomic<bool> started = false;
+  StreamResult r;
+  std::thread t([&] {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, greedy("Once upon a time", 1000));
+    pb::GenerateResponse resp;
+    while (reader->Read(&resp)) {
+      started = true;
+      if (resp.has_complete()) r.complete = resp.complete();
+    }
+    r.status = reader->Finish();
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  server_->signal(SIGTERM);
+  t.join();
+  EXPECT_EQ(r.status.error_code(), StatusCode::UNAVAILABLE) << r.status.error_message();
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.complete->finish_reason(), pb::FINISH_REASON_CANCELLED);
+  EXPECT_EQ(server_->wait_exit(std::chrono::seconds(20)), 0);
+}
+
+}  // namespace
+}  // namespace kvserve

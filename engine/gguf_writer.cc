@@ -4,6 +4,8 @@
 #include <cstring>
 #include <memory>
 
+#include <unistd.h>
+
 namespace kvserve {
 namespace {
 
@@ -84,6 +86,22 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
 }
 
 void GgufWriter::write(const std::string& path) const {
+  // Written beside the target and renamed into place: a reader that has the old file mapped
+  // keeps its copy, and nobody ever sees half a file.
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  try {
+    write_to(tmp);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw GgufError(path + ": cannot rename into place: " + std::strerror(errno));
+  }
+}
+
+void GgufWriter::write_to(const std::string& path) const {
   File f(path);
   f.put<uint32_t>(0x46554747);
   f.put<uint32_t>(3);

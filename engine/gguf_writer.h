@@ -26,6 +26,7 @@ class GgufWriter {
   void write(const std::string& path) const;
 
  private:
+  void write_to(const std::string& path) const;
   struct PendingTensor {
     GgufTensorInfo info;
     FillFn fill;

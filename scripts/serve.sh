@@ -10,6 +10,8 @@ build="${KVSERVE_BUILD_DIR:-$root/build}"
 
 "$root/scripts/deps.sh"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/kvserve-ccache}"
+# Paths relative to the checkout, so a fresh clone elsewhere still hits the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-cli kvserve-mkmodel
 

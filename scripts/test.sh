@@ -11,6 +11,8 @@ require_shared=OFF
 [ "${CI:-}" = "true" ] && require_shared=ON
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/kvserve-ccache}"
+# Paths relative to the checkout, so a fresh clone elsewhere still hits the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 start=$(date +%s)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DKVSERVE_WERROR=ON -DKVSERVE_REQUIRE_SHARED="$require_shared" >/dev/null

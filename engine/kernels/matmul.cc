@@ -7,11 +7,18 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 Linear::Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in)
-    : ctx_(&ctx), n_out_(n_out), n_in_(n_in), weights_(w, w + n_out * n_in) {
-  // The [n_out, n_in] rows are exactly a [n_in, n_out] matrix in column-major ("ba") order,
-  // so oneDNN reads them in place as the right-hand operand.
-  memory::desc wd({n_in_, n_out_}, dt::f32, tag::ba);
-  weights_mem_ = memory(wd, ctx_->engine, weights_.data());
+    : ctx_(&ctx), n_out_(n_out), n_in_(n_in) {
+  // The [n_out, n_in] rows are exactly a [n_in, n_out] matrix in column-major ("ba") order.
+  memory::desc plain_desc({n_in_, n_out_}, dt::f32, tag::ba);
+  memory plain(plain_desc, ctx_->engine, const_cast<float*>(w));
+  // Ask oneDNN for its preferred weight layout (format "any"); it does not depend on the batch
+  // height, so one packed copy serves every primitive of this matrix.
+  memory::desc sd({1, n_in_}, dt::f32, tag::ab), dd({1, n_out_}, dt::f32, tag::ab);
+  memory::desc any({n_in_, n_out_}, dt::f32, tag::any);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(sd, any, dd), ctx_->engine);
+  weights_mem_ = memory(pd.weights_desc(), ctx_->engine);
+  dnnl::reorder(plain, weights_mem_).execute(ctx_->stream, plain, weights_mem_);
+  ctx_->stream.wait();
 }
 
 Linear::Cached& Linear::primitive_for(int64_t m, bool accumulate) {

@@ -19,7 +19,8 @@ struct DnnlContext {
 
 class Linear {
  public:
-  // w: [n_out, n_in] row-major (ggml's [out][in]); copied into memory this object owns.
+  // w: [n_out, n_in] row-major (ggml's [out][in]); reordered once into the blocked layout
+  // oneDNN picks for this shape (the same for every batch height), held by this object.
   Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in);
   Linear(Linear&&) = default;
 
@@ -28,7 +29,6 @@ class Linear {
 
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }
-  const float* weight() const { return weights_.data(); }  // [n_out, n_in]
 
  private:
   struct Cached {
@@ -39,8 +39,7 @@ class Linear {
 
   DnnlContext* ctx_;
   int64_t n_out_, n_in_;
-  std::vector<float> weights_;
-  dnnl::memory weights_mem_;
+  dnnl::memory weights_mem_;  // packed
   std::unordered_map<int64_t, std::unique_ptr<Cached>> cache_;  // key: m * 2 + accumulate
 };
 

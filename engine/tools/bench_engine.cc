@@ -1,0 +1,196 @@
+// kvserve-bench-engine: the engine's speed on one model, beside the machine's limits measured
+// in the same run. Prompt tokens/s, decode tokens/s at 1 sequence, and aggregate decode
+// tokens/s at several batch sizes, each also as a fraction of its limit:
+//   decode:                 bandwidth / bytes of weights streamed per step
+//   prompt, batched decode: FMA peak / (2 · matmul parameters per token)
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "engine.h"
+#include "model/synthetic.h"
+#include "queue_sink.h"
+#include "tools/machine_limits.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kvserve::Engine;
+using kvserve::QueueSink;
+using kvserve::Request;
+
+Request make_request(int prompt_len, int gen, int vocab, std::mt19937& rng) {
+  Request r;
+  r.prompt.push_back(1);
+  for (int i = 1; i < prompt_len; ++i) r.prompt.push_back(3 + static_cast<int32_t>(rng() % (vocab - 3)));
+  r.sampling.temperature = 0.0f;
+  r.sampling.max_new_tokens = gen;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+kvserve::Completion run_one(Engine& engine, const Request& r) {
+  auto sink = std::make_shared<QueueSink>();
+  if (!engine.submit(r, sink).ok()) throw std::runtime_error("submit refused");
+  for (;;) {
+    auto ev = sink->pop();
+    if (ev && ev->completion) return *ev->completion;
+  }
+}
+
+// B sequences at once; decode tokens/s counted from the moment every sequence has its first
+// token (all prompts done) until the last one finishes.
+double aggregate_decode(Engine& engine, int batch, int prompt_len, int gen, int vocab, std::mt19937& rng) {
+  std::vector<std::shared_ptr<QueueSink>> sinks;
+  for (int b = 0; b < batch; ++b) {
+    sinks.push_back(std::make_shared<QueueSink>());
+    if (!engine.submit(make_request(prompt_len, gen, vocab, rng), sinks.back()).ok())
+      throw std::runtime_error("submit refused");
+  }
+  Clock::time_point all_first{}, end{};
+  int64_t tokens_after = 0;
+  std::vector<bool> got_first(batch, false);
+  int firsts = 0, done = 0;
+  // Poll the sinks round-robin; events carry one token each.
+  std::vector<int64_t> count(batch, 0);
+  while (done < batch) {
+    for (int b = 0; b < batch; ++b) {
+      while (auto ev = sinks[b]->pop(std::chrono::milliseconds(0))) {
+        count[b] += static_cast<int64_t>(ev->token_ids.size());
+        if (!got_first[b] && count[b] > 0) {
+          got_first[b] = true;
+          if (++firsts == batch) {
+            all_first = Clock::now();
+            for (int k = 0; k < batch; ++k) tokens_after -= count[k];
+          }
+        }
+        if (ev->completion) ++done;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  end = Clock::now();
+  for (int k = 0; k < batch; ++k) tokens_after += count[k];
+  return tokens_after / std::chrono::duration<double>(end - all_first).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Engine benchmark: prompt and decode speed against the machine's limits"};
+  std::string model, json_out, dtype = "f32", models_dir = "build/models";
+  kvserve::SyntheticSpec spec{.dim = 768, .layers = 12, .heads = 12, .kv_heads = 12, .ffn = 2048, .vocab = 32000};
+  int prompt_len = 512, gen = 128, batch_prompt = 128, batch_gen = 128, threads = 0;
+  std::vector<int> batches = {1, 4, 16, 32, 64};
+  app.add_option("--model", model, "GGUF to benchmark (default: a synthetic model of --dim ... shape)");
+  app.add_option("--dim", spec.dim)->capture_default_str();
+  app.add_option("--layers", spec.layers)->capture_default_str();
+  app.add_option("--heads", spec.heads)->capture_default_str();
+  app.add_option("--kv-heads", spec.kv_heads)->capture_default_str();
+  app.add_option("--ffn", spec.ffn)->capture_default_str();
+  app.add_option("--vocab", spec.vocab)->capture_default_str();
+  app.add_option("--dtype", dtype, "synthetic weights: f32, f16, bf16")->capture_default_str();
+  app.add_option("--models-dir", models_dir, "where synthetic models are written and reused")->capture_default_str();
+  app.add_option("--prompt-len", prompt_len, "prompt of the prompt-speed run")->capture_default_str();
+  app.add_option("--gen", gen, "tokens of the single-sequence decode run")->capture_default_str();
+  app.add_option("--batches", batches, "batch sizes of the aggregate decode runs")->delimiter(',');
+  app.add_option("--batch-prompt", batch_prompt, "prompt tokens per sequence in batch runs")->capture_default_str();
+  app.add_option("--batch-gen", batch_gen, "generated tokens per sequence in batch runs")->capture_default_str();
+  app.add_option("--threads", threads, "compute threads (0 = all cores)");
+  app.add_option("--json", json_out, "also write the results as JSON here");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+
+  if (model.empty()) {
+    spec.dtype = dtype == "f16" ? kvserve::TensorType::kF16
+                 : dtype == "bf16" ? kvserve::TensorType::kBF16 : kvserve::TensorType::kF32;
+    std::filesystem::create_directories(models_dir);
+    model = models_dir + "/bench-d" + std::to_string(spec.dim) + "-l" + std::to_string(spec.layers) + "-h" +
+            std::to_string(spec.heads) + "-kv" + std::to_string(spec.kv_heads) + "-f" + std::to_string(spec.ffn) +
+            "-v" + std::to_string(spec.vocab) + "-" + dtype + ".gguf";
+    if (!std::filesystem::exists(model)) kvserve::write_synthetic_llama(spec, model);
+  }
+
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  kvserve::EngineOptions o;
+  o.model.path = model;
+  o.model.num_threads = threads;
+  o.scheduler.max_num_seqs = std::max(max_batch, 1);
+  o.scheduler.max_num_batched_tokens = std::max(prompt_len, 2048);
+  o.scheduler.max_waiting = 4096;
+  o.cache.block_size = 16;
+  const int64_t tokens = std::max<int64_t>(prompt_len + gen, int64_t{max_batch} * (batch_prompt + batch_gen)) + 64;
+  o.cache.num_blocks = static_cast<int32_t>((tokens + 15) / 16 + max_batch);
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = std::make_unique<Engine>(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvserve-bench-engine: %s\n", e.what());
+    return 1;
+  }
+  const kvserve::ModelInfo& mi = engine->model_info();
+  const int vocab = mi.n_vocab;
+  // Bytes a decode step must stream: every matrix but the embedding table (only one row of it
+  // is read), plus the output matrix (the embedding again when tied).
+  const int64_t emb = int64_t{mi.n_vocab} * mi.n_embd;
+  const bool tied = mi.n_params < 2 * emb + int64_t{mi.n_layer} * mi.n_embd * mi.n_embd;
+  const int64_t matmul_params = mi.n_params - (tied ? 0 : emb);
+  const double weight_bytes = 4.0 * matmul_params;  // weights are held as F32
+
+  std::fprintf(stderr, "measuring machine limits...\n");
+  const double bw = kvserve::measure_bandwidth();
+  const double peak = kvserve::measure_fma_peak();
+  std::mt19937 rng(1234);
+
+  // Warm-up: primitives for the shapes used below are created once.
+  run_one(*engine, make_request(prompt_len, 2, vocab, rng));
+  double prompt_tps = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto c = run_one(*engine, make_request(prompt_len, 1, vocab, rng));
+    prompt_tps = std::max(prompt_tps, prompt_len / c.time_to_first_token_s);
+  }
+  double decode_tps = 0;
+  for (int r = 0; r < 2; ++r) {
+    auto c = run_one(*engine, make_request(128, gen, vocab, rng));
+    decode_tps = std::max(decode_tps, (c.completion_tokens - 1) / (c.total_time_s - c.time_to_first_token_s));
+  }
+  std::vector<std::pair<int, double>> agg;
+  for (int b : batches) agg.emplace_back(b, aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng));
+
+  const double decode_limit = bw / weight_bytes;
+  const double compute_limit = peak / (2.0 * matmul_params);
+  std::printf("model %s: %.1fM params (%s weights held as F32), %d threads\n", model.c_str(), mi.n_params / 1e6,
+              mi.weight_type.c_str(), threads);
+  std::printf("machine: memory bandwidth %.1f GB/s, fp32 FMA peak %.1f GFLOP/s\n", bw / 1e9, peak / 1e9);
+  std::printf("limits: decode %.1f tok/s (bandwidth / %.0f MB of weights), compute %.1f tok/s (peak / 2 x params)\n",
+              decode_limit, weight_bytes / 1e6, compute_limit);
+  std::printf("prompt (%d tokens): %.1f tok/s = %.1f%% of compute limit\n", prompt_len, prompt_tps,
+              100 * prompt_tps / compute_limit);
+  std::printf("decode (1 sequence): %.1f tok/s = %.1f%% of bandwidth limit\n", decode_tps, 100 * decode_tps / decode_limit);
+  for (auto [b, tps] : agg)
+    std::printf("aggregate decode, %2d sequences: %.1f tok/s = %.1f%% of compute limit\n", b, tps,
+                100 * tps / compute_limit);
+
+  if (!json_out.empty()) {
+    nlohmann::json j;
+    j["model"] = model;
+    j["params"] = mi.n_params;
+    j["weight_type"] = mi.weight_type;
+    j["bandwidth_gbs"] = bw / 1e9;
+    j["fma_peak_gflops"] = peak / 1e9;
+    j["decode_limit_tps"] = decode_limit;
+    j["compute_limit_tps"] = compute_limit;
+    j["prompt_len"] = prompt_len;
+    j["prompt_tps"] = prompt_tps;
+    j["decode1_tps"] = decode_tps;
+    for (auto [b, tps] : agg) j["aggregate_decode_tps"][std::to_string(b)] = tps;
+    std::ofstream(json_out) << j.dump(2) << "\n";
+  }
+  return 0;
+}

@@ -1,0 +1,13 @@
+// The machine's own limits, measured in the same run as a benchmark: memory bandwidth (a STREAM
+// triad over arrays far larger than the caches) and fp32 FMA peak (independent FMA chains in
+// vector registers on every thread).
+#pragma once
+
+namespace kvserve {
+
+// Best of `reps` triads a[i] = b[i] + s·c[i] over 3 arrays of `mib` MiB each; bytes/s.
+double measure_bandwidth(int mib = 256, int reps = 5);
+// fp32 floating-point operations per second at full FMA throughput on all threads.
+double measure_fma_peak();
+
+}  // namespace kvserve

@@ -6,6 +6,9 @@
 #include <vector>
 
 namespace kvserve {
+namespace {
+constexpr int kLanes = 16;  // one AVX-512 register of floats (two AVX2 registers)
+}  // namespace
 
 void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
               int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache) {
@@ -13,9 +16,10 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t block = slots[r] / block_size, off = slots[r] % block_size;
     for (int h = 0; h < n_kv; ++h) {
-      const int64_t dst = ((block * n_kv + h) * block_size + off) * head_dim;
-      std::memcpy(k_cache + dst, k + r * row_stride + h * head_dim, bytes);
-      std::memcpy(v_cache + dst, v + r * row_stride + h * head_dim, bytes);
+      const int64_t base = (block * n_kv + h) * block_size * head_dim;
+      const float* kr = k + r * row_stride + h * head_dim;
+      for (int d = 0; d < head_dim; ++d) k_cache[base + int64_t{d} * block_size + off] = kr[d];
+      std::memcpy(v_cache + base + off * head_dim, v + r * row_stride + h * head_dim, bytes);
     }
   }
 }
@@ -41,15 +45,27 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float
 
         for (int p0 = 0; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
-          const float* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;
+          const float* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
           const int n = std::min(block_size, ctx - p0);
-          for (int s = 0; s < n; ++s) {
-            const float* kr = kb + static_cast<int64_t>(s) * head_dim;
-            for (int g = 0; g < group; ++g) {
-              const float* qg = qh + g * head_dim;
+          for (int g = 0; g < group; ++g) {
+            const float* qg = qh + g * head_dim;
+            float* sc = scores.data() + static_cast<size_t>(g) * ctx + p0;
+            int s0 = 0;
+            // 16 positions at a time with the accumulators in one vector register.
+            for (; s0 + kLanes <= n; s0 += kLanes) {
+              float acc[kLanes] = {};
+              for (int d = 0; d < head_dim; ++d) {
+                const float qd = qg[d];
+                const float* kd = kb + static_cast<int64_t>(d) * block_size + s0;
+#pragma omp simd
+                for (int s = 0; s < kLanes; ++s) acc[s] += qd * kd[s];
+              }
+              for (int s = 0; s < kLanes; ++s) sc[s0 + s] = acc[s] * scale;
+            }
+            for (int s = s0; s < n; ++s) {
               float dot = 0.0f;
-              for (int d = 0; d < head_dim; ++d) dot += qg[d] * kr[d];
-              scores[static_cast<size_t>(g) * ctx + p0 + s] = dot * scale;
+              for (int d = 0; d < head_dim; ++d) dot += qg[d] * kb[static_cast<int64_t>(d) * block_size + s];
+              sc[s] = dot * scale;
             }
           }
         }
@@ -68,15 +84,26 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float
         }
         for (int p0 = 0; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
-          const float* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;
+          const float* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
           const int n = std::min(block_size, ctx - p0);
-          for (int s = 0; s < n; ++s) {
-            const float* vr = vb + static_cast<int64_t>(s) * head_dim;
-            for (int g = 0; g < group; ++g) {
-              const float w = scores[static_cast<size_t>(g) * ctx + p0 + s];
-              float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim;
-              for (int d = 0; d < head_dim; ++d) o[d] += w * vr[d];
+          for (int g = 0; g < group; ++g) {
+            const float* w = scores.data() + static_cast<size_t>(g) * ctx + p0;
+            float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim;
+            int d0 = 0;
+            // 16 output dimensions at a time, accumulated in a register across the block.
+            for (; d0 + kLanes <= head_dim; d0 += kLanes) {
+              float acc[kLanes];
+              for (int k = 0; k < kLanes; ++k) acc[k] = o[d0 + k];
+              for (int s = 0; s < n; ++s) {
+                const float ws = w[s];
+                const float* vr = vb + static_cast<int64_t>(s) * head_dim + d0;
+#pragma omp simd
+                for (int k = 0; k < kLanes; ++k) acc[k] += ws * vr[k];
+              }
+              for (int k = 0; k < kLanes; ++k) o[d0 + k] = acc[k];
             }
+            for (int s = 0; s < n; ++s)
+              for (int d = d0; d < head_dim; ++d) o[d] += w[s] * vb[static_cast<int64_t>(s) * head_dim + d];
           }
         }
       }

@@ -7,16 +7,18 @@
 
 namespace kvserve {
 
-// Cache layout of one layer, for K and V alike: [num_blocks, n_kv, block_size, head_dim].
+// Cache layout of one layer. K is stored transposed inside each block so that the scores of a
+// block's positions come out of plain vector FMAs (no horizontal sums):
+//   K: [num_blocks, n_kv, head_dim, block_size]     V: [num_blocks, n_kv, block_size, head_dim]
 
 // Stores each token's K and V rows at its slot (block · block_size + offset).
 // k, v: [rows, row_stride] with n_kv·head_dim values from column 0; slots: [rows].
-// k_cache, v_cache: [num_blocks, n_kv, block_size, head_dim].
+// k_cache: [num_blocks, n_kv, head_dim, block_size]; v_cache: [num_blocks, n_kv, block_size, head_dim].
 void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
               int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache);
 
 // q: [rows, q_stride] with n_head·head_dim values from column 0.
-// k_cache, v_cache: [num_blocks, n_kv, block_size, head_dim].
+// k_cache: [num_blocks, n_kv, head_dim, block_size]; v_cache: [num_blocks, n_kv, block_size, head_dim].
 // block_tables: [n_seqs, max_blocks]; token_seq: [rows] row of block_tables for each token;
 // ctx_lens: [rows] number of cached positions each token sees (its position + 1).
 // out: [rows, n_head·head_dim].

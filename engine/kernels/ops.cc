@@ -11,6 +11,7 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
     const float* xr = x + r * dim;
     float* o = out + r * dim;
     float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
     for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
     float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
     for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * w[i];

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -44,40 +46,42 @@ kvserve::Completion run_one(Engine& engine, const Request& r) {
   }
 }
 
+// Counts a batch's events without waking anyone: on a 2-core machine a consumer thread that
+// wakes for every token takes a core away from the compute threads.
+class CountingSink : public kvserve::ResultSink {
+ public:
+  CountingSink(std::atomic<int64_t>& tokens, std::atomic<int>& firsts, std::atomic<int>& done)
+      : tokens_(tokens), firsts_(firsts), done_(done) {}
+  void on_event(kvserve::Event ev) override {
+    if (!ev.token_ids.empty() && !seen_first_) {
+      seen_first_ = true;
+      ++firsts_;
+    }
+    tokens_ += static_cast<int64_t>(ev.token_ids.size());
+    if (ev.completion) ++done_;
+  }
+
+ private:
+  std::atomic<int64_t>& tokens_;
+  std::atomic<int>& firsts_;
+  std::atomic<int>& done_;
+  bool seen_first_ = false;
+};
+
 // B sequences at once; decode tokens/s counted from the moment every sequence has its first
 // token (all prompts done) until the last one finishes.
 double aggregate_decode(Engine& engine, int batch, int prompt_len, int gen, int vocab, std::mt19937& rng) {
-  std::vector<std::shared_ptr<QueueSink>> sinks;
-  for (int b = 0; b < batch; ++b) {
-    sinks.push_back(std::make_shared<QueueSink>());
-    if (!engine.submit(make_request(prompt_len, gen, vocab, rng), sinks.back()).ok())
+  std::atomic<int64_t> tokens = 0;
+  std::atomic<int> firsts = 0, done = 0;
+  for (int b = 0; b < batch; ++b)
+    if (!engine.submit(make_request(prompt_len, gen, vocab, rng), std::make_shared<CountingSink>(tokens, firsts, done))
+             .ok())
       throw std::runtime_error("submit refused");
-  }
-  Clock::time_point all_first{}, end{};
-  int64_t tokens_after = 0;
-  std::vector<bool> got_first(batch, false);
-  int firsts = 0, done = 0;
-  // Poll the sinks round-robin; events carry one token each.
-  std::vector<int64_t> count(batch, 0);
-  while (done < batch) {
-    for (int b = 0; b < batch; ++b) {
-      while (auto ev = sinks[b]->pop(std::chrono::milliseconds(0))) {
-        count[b] += static_cast<int64_t>(ev->token_ids.size());
-        if (!got_first[b] && count[b] > 0) {
-          got_first[b] = true;
-          if (++firsts == batch) {
-            all_first = Clock::now();
-            for (int k = 0; k < batch; ++k) tokens_after -= count[k];
-          }
-        }
-        if (ev->completion) ++done;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  end = Clock::now();
-  for (int k = 0; k < batch; ++k) tokens_after += count[k];
-  return tokens_after / std::chrono::duration<double>(end - all_first).count();
+  while (firsts < batch) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  const auto t0 = Clock::now();
+  const int64_t tokens0 = tokens;
+  while (done < batch) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return (tokens - tokens0) / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs kvserve's benchmarks and writes bench-results/results.md (a table) and *.json.
+#   engine: kvserve-bench-engine on the ~15M, ~110M and ~1B synthetic shapes (F32), with the
+#           machine's bandwidth and FMA peak measured in the same run
+#   serving: kvserve-bench over gRPC against a fresh server on the ~110M shape
+# --quick skips the ~1B shape (a 4 GB model) and shortens the serving runs.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${KVSERVE_BUILD_DIR:-$root/build}"
+out="${KVSERVE_BENCH_DIR:-$root/bench-results}"
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+"$root/scripts/deps.sh"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-bench kvserve-bench-engine kvserve-mkmodel
+mkdir -p "$out" "$build/models"
+bench_engine="$build/engine/kvserve-bench-engine"
+
+"$bench_engine" --models-dir "$build/models" --dim 288 --layers 6 --heads 6 --kv-heads 6 --ffn 768 \
+  --vocab 32000 --json "$out/engine-15m.json" | tee "$out/engine-15m.txt"
+"$bench_engine" --models-dir "$build/models" --dim 768 --layers 12 --heads 12 --kv-heads 12 --ffn 2048 \
+  --vocab 32000 --json "$out/engine-110m.json" | tee "$out/engine-110m.txt"
+if [ "$quick" = 0 ]; then
+  "$bench_engine" --models-dir "$build/models" --dim 2048 --layers 16 --heads 16 --kv-heads 16 --ffn 5632 \
+    --vocab 32000 --batches 1,4 --gen 32 --json "$out/engine-1b.json" | tee "$out/engine-1b.txt"
+fi
+
+# Serving: a fresh server per load, as llama-server was measured.
+serve_and_bench() {  # name, then kvserve-bench arguments
+  local name="$1"; shift
+  rm -f "$out/port"
+  "$build/server/kvserve" --model "$build/models/bench-d768-l12-h12-kv12-f2048-v32000-f32.gguf" \
+    --listen 127.0.0.1:0 --port-file "$out/port" --set cache.memory_bytes=2147483648 \
+    --set scheduler.max_num_batched_tokens=512 --set 'server.log_level="warn"' > "$out/server-$name.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1200); do [ -f "$out/port" ] && break; sleep 0.1; done
+  "$build/server/kvserve-bench" --addr "127.0.0.1:$(cat "$out/port")" --json "$out/serving-$name.json" "$@" \
+    | tee "$out/serving-$name.txt"
+  kill -TERM "$pid"; wait "$pid" || true
+}
+n=64; [ "$quick" = 1 ] && n=16
+serve_and_bench c1 --num-requests 8 --concurrency 1 --prompt-len 128 --output-len 128
+serve_and_bench c4 --num-requests "$n" --concurrency 4 --prompt-len 128 --output-len 128
+serve_and_bench c16 --num-requests "$n" --concurrency 16 --prompt-len 128 --output-len 128
+serve_and_bench c16-p512 --num-requests "$n" --concurrency 16 --prompt-len 512 --output-len 128
+
+/usr/bin/python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+rows = ["| shape | prompt tok/s (512) | decode tok/s, 1 seq | % of bandwidth limit | aggregate decode tok/s (seqs: value) |",
+        "|---|---|---|---|---|"]
+for name in ("15m", "110m", "1b"):
+    p = os.path.join(out, f"engine-{name}.json")
+    if not os.path.exists(p):
+        continue
+    j = json.load(open(p))
+    agg = ", ".join(f"{k}: {v:.0f}" for k, v in j["aggregate_decode_tps"].items())
+    rows.append(f"| ~{name.upper()} ({j['params']/1e6:.0f}M params) | {j['prompt_tps']:.0f} "
+                f"({100*j['prompt_tps']/j['compute_limit_tps']:.0f}% of peak) | {j['decode1_tps']:.1f} | "
+                f"{100*j['decode1_tps']/j['decode_limit_tps']:.0f}% | {agg} |")
+j = json.load(open(os.path.join(out, "engine-110m.json")))
+rows.append("")
+rows.append(f"Machine: bandwidth {j['bandwidth_gbs']:.1f} GB/s, fp32 FMA peak {j['fma_peak_gflops']:.0f} GFLOP/s.")
+rows += ["", "| serving (~110M) | output tok/s | TTFT mean / p99 (ms) | TPOT mean / p99 (ms) | E2E p50 (ms) |",
+         "|---|---|---|---|---|"]
+for name in ("c1", "c4", "c16", "c16-p512"):
+    s = json.load(open(os.path.join(out, f"serving-{name}.json")))
+    rows.append(f"| concurrency {s['concurrency']}, prompt {s['prompt_len']} | {s['output_throughput']:.1f} | "
+                f"{s['ttft']['mean_ms']:.0f} / {s['ttft']['p99_ms']:.0f} | {s['tpot']['mean_ms']:.1f} / "
+                f"{s['tpot']['p99_ms']:.1f} | {s['e2e']['p50_ms']:.0f} |")
+open(os.path.join(out, "results.md"), "w").write("\n".join(rows) + "\n")
+print("\n".join(rows))
+PY

@@ -65,6 +65,7 @@ EngineOptions engine_options_from_json(const json& config) {
   read(c, "cache", "block_size", o.cache.block_size, seen);
   read(c, "cache", "num_blocks", o.cache.num_blocks, seen);
   read(c, "cache", "memory_bytes", o.cache.memory_bytes, seen);
+  read(c, "cache", "enable_prefix_caching", o.cache.enable_prefix_caching, seen);
   reject_unknown(c, "cache", seen);
 
   seen.clear();

@@ -24,6 +24,7 @@ struct CacheOptions {
   int32_t block_size = 16;               // tokens per KV block
   int32_t num_blocks = 0;                // KV blocks to allocate; 0 = derive from memory_bytes
   int64_t memory_bytes = int64_t{1} << 30;  // KV budget in bytes, used when num_blocks is 0
+  bool enable_prefix_caching = true;     // reuse the KV blocks of prompt prefixes already computed
 };
 
 struct SchedulerOptions {

@@ -62,7 +62,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
   }
   kv_ = std::make_unique<KvStorage>(shape, bs, static_cast<int32_t>(num_blocks));
   alloc_ = std::make_unique<BlockAllocator>(kv_->num_blocks());
-  scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs);
+  scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs, options_.cache.enable_prefix_caching);
   options_.cache.num_blocks = kv_->num_blocks();
 
   info_.name = hp.name;
@@ -278,6 +278,7 @@ void Engine::step() {
     Sequence& s = *c.seq;
     prompt_tokens_total_ += std::clamp<int64_t>(s.num_prompt - s.num_computed, 0, c.n_tokens);
     s.num_computed += c.n_tokens;
+    scheduler_->register_computed_blocks(&s);
     s.peak_blocks = std::max<int32_t>(s.peak_blocks, static_cast<int32_t>(s.table.blocks().size()));
     if (!c.samples) continue;
     const float* raw = logits + row++ * V;
@@ -323,6 +324,7 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::string error, std::
   c.prompt_tokens = seq->num_prompt;
   c.completion_tokens = seq->num_generated();
   c.preemptions = seq->preemptions;
+  c.cached_prompt_tokens = seq->cached_prompt_tokens;
   c.total_time_s = seconds_between(seq->submitted, now);
   c.time_to_first_token_s = seq->num_generated() > 0 ? seconds_between(seq->submitted, seq->first_token) : 0.0;
   c.peak_kv_bytes = int64_t{seq->peak_blocks} * kv_->bytes_per_block();
@@ -340,7 +342,15 @@ void Engine::publish_stats() {
     s.waiting = static_cast<int32_t>(scheduler_->waiting().size());
     s.preemptions_total = scheduler_->preemptions_total();
     for (Sequence* q : scheduler_->running()) s.tokens_cached += q->num_computed;
+    s.prefix_caching = scheduler_->prefix_caching();
+    s.prompt_tokens_admitted = scheduler_->prompt_tokens_admitted();
+    s.prompt_tokens_from_cache = scheduler_->prompt_tokens_cached();
+    s.prefix_cache_hit_rate = s.prompt_tokens_admitted
+                                  ? static_cast<double>(s.prompt_tokens_from_cache) / s.prompt_tokens_admitted
+                                  : 0.0;
   }
+  s.cached_blocks = alloc_->num_cached();
+  s.evictions_total = alloc_->evictions();
   s.blocks_total = alloc_->num_blocks();
   s.blocks_free = alloc_->num_free();
   s.blocks_used = alloc_->num_used();

@@ -58,6 +58,12 @@ struct EngineStats {
   int64_t generation_tokens_total = 0;
   int64_t requests_finished_total = 0;
   int64_t steps_total = 0;
+  bool prefix_caching = false;
+  int64_t prompt_tokens_admitted = 0;   // prompt tokens of requests admitted so far
+  int64_t prompt_tokens_from_cache = 0; // of those, reused from the prefix cache
+  double prefix_cache_hit_rate = 0.0;   // prompt_tokens_from_cache / prompt_tokens_admitted
+  int32_t cached_blocks = 0;            // blocks registered in the prefix cache (held or not)
+  int64_t evictions_total = 0;          // cached blocks evicted to make room
 };
 
 class Engine {

@@ -4,8 +4,46 @@
 
 namespace kvserve {
 
-Scheduler::Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size)
-    : options_(options), alloc_(allocator), block_size_(block_size) {}
+Scheduler::Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size,
+                     bool prefix_caching)
+    : options_(options), alloc_(allocator), block_size_(block_size), prefix_caching_(prefix_caching) {}
+
+// Takes every full block of the sequence's known tokens that is already cached, in order, up
+// to but not including the block holding the last token: that token is always computed so that
+// there are logits to sample from.
+void Scheduler::attach_cached_prefix(Sequence* seq) {
+  const int64_t limit = static_cast<int64_t>(seq->tokens.size()) - 1;
+  uint64_t parent = 0;
+  for (int64_t i = 0; (i + 1) * block_size_ <= limit; ++i) {
+    const int32_t* toks = seq->tokens.data() + i * block_size_;
+    const uint64_t h = block_hash(parent, toks, block_size_);
+    const int32_t b = alloc_.lookup(h, parent, toks, block_size_);
+    if (b < 0) break;
+    alloc_.retain(b);
+    seq->table.append(b);
+    seq->block_hashes.push_back(h);
+    parent = h;
+  }
+  seq->num_computed = static_cast<int64_t>(seq->block_hashes.size()) * block_size_;
+}
+
+void Scheduler::detach(Sequence* seq) {
+  seq->table.release_all(alloc_);
+  seq->block_hashes.clear();
+  seq->num_computed = 0;
+}
+
+void Scheduler::register_computed_blocks(Sequence* seq) {
+  if (!prefix_caching_) return;
+  while (static_cast<int64_t>(seq->block_hashes.size() + 1) * block_size_ <= seq->num_computed) {
+    const size_t i = seq->block_hashes.size();
+    const uint64_t parent = i ? seq->block_hashes.back() : 0;
+    const int32_t* toks = seq->tokens.data() + i * block_size_;
+    const uint64_t h = block_hash(parent, toks, block_size_);
+    alloc_.register_block(seq->table.blocks()[i], h, parent, toks, block_size_);
+    seq->block_hashes.push_back(h);
+  }
+}
 
 std::string Scheduler::check_fits(int64_t prompt_len, int64_t max_total) const {
   if (prompt_len > options_.max_model_len)
@@ -29,6 +67,7 @@ void Scheduler::add(Sequence* seq) {
 
 void Scheduler::remove(Sequence* seq) {
   seq->table.release_all(alloc_);
+  seq->block_hashes.clear();
   auto r = std::find(running_.begin(), running_.end(), seq);
   if (r != running_.end()) running_.erase(r);
   auto w = std::find(waiting_.begin(), waiting_.end(), seq);
@@ -54,8 +93,7 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget) {
     out.n_tokens -= c->n_tokens;
     out.chunks.erase(c);
   }
-  seq->table.release_all(alloc_);
-  seq->num_computed = 0;  // recompute: prompt and generated tokens run again on resume
+  detach(seq);  // recompute: prompt and generated tokens run again on resume (cached blocks help)
   seq->status = SeqStatus::kWaiting;
   ++seq->preemptions;
   ++preemptions_total_;
@@ -102,8 +140,18 @@ SchedulerOutput Scheduler::schedule() {
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
+    // Cached prefix blocks cost neither compute budget nor new blocks.
+    if (prefix_caching_ && seq->table.blocks().empty()) attach_cached_prefix(seq);
     const int64_t n = std::min(seq->num_uncomputed(), budget);
-    if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) break;
+    if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
+      detach(seq);
+      break;
+    }
+    if (seq->preemptions == 0) {
+      seq->cached_prompt_tokens = static_cast<int32_t>(std::min<int64_t>(seq->num_computed, seq->num_prompt));
+      prompt_tokens_admitted_ += seq->num_prompt;
+      prompt_tokens_cached_ += seq->cached_prompt_tokens;
+    }
     waiting_.pop_front();
     seq->status = SeqStatus::kRunning;
     running_.push_back(seq);

@@ -28,7 +28,8 @@ struct SchedulerOutput {
 class Scheduler {
  public:
   // max_model_len must already be resolved (non-zero).
-  Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size);
+  Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size,
+            bool prefix_caching = false);
 
   // Empty when a request of this size could ever run; otherwise the reason it never can.
   std::string check_fits(int64_t prompt_len, int64_t max_total) const;
@@ -37,14 +38,22 @@ class Scheduler {
   SchedulerOutput schedule();
   // Removes a sequence wherever it is (finished, cancelled) and frees its blocks.
   void remove(Sequence* seq);
+  // After a step: registers the sequence's newly completed full blocks in the prefix cache.
+  void register_computed_blocks(Sequence* seq);
 
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::vector<Sequence*>& running() const { return running_; }
   int64_t preemptions_total() const { return preemptions_total_; }
+  bool prefix_caching() const { return prefix_caching_; }
+  // Prompt tokens seen at first admission, and how many of them came from the prefix cache.
+  int64_t prompt_tokens_admitted() const { return prompt_tokens_admitted_; }
+  int64_t prompt_tokens_cached() const { return prompt_tokens_cached_; }
 
  private:
   void preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget);
   Sequence* pick_victim(const Sequence* except) const;
+  void attach_cached_prefix(Sequence* seq);
+  void detach(Sequence* seq);
 
   SchedulerOptions options_;
   BlockAllocator& alloc_;
@@ -52,6 +61,9 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // in order of admission
   int64_t preemptions_total_ = 0;
+  bool prefix_caching_;
+  int64_t prompt_tokens_admitted_ = 0;
+  int64_t prompt_tokens_cached_ = 0;
 };
 
 }  // namespace kvserve

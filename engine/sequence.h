@@ -31,6 +31,8 @@ struct Sequence {
   BlockTable table;
   SeqStatus status = SeqStatus::kWaiting;
   int32_t preemptions = 0;
+  std::vector<uint64_t> block_hashes;  // chained hashes of the leading full, computed blocks
+  int32_t cached_prompt_tokens = 0;    // prompt tokens taken from the prefix cache at admission
 
   // Engine-side state (absent in scheduler-only tests).
   std::shared_ptr<ResultSink> sink;

@@ -27,11 +27,12 @@ if [ "$quick" = 0 ]; then
 fi
 
 # Serving: a fresh server per load, as llama-server was measured.
-serve_and_bench() {  # name, then kvserve-bench arguments
-  local name="$1"; shift
+serve_and_bench() {  # name, prefix caching (true/false), then kvserve-bench arguments
+  local name="$1" caching="$2"; shift 2
   rm -f "$out/port"
   "$build/server/kvserve" --model "$build/models/bench-d768-l12-h12-kv12-f2048-v32000-f32.gguf" \
     --listen 127.0.0.1:0 --port-file "$out/port" --set cache.memory_bytes=2147483648 \
+    --set cache.enable_prefix_caching="$caching" \
     --set scheduler.max_num_batched_tokens=512 --set 'server.log_level="warn"' > "$out/server-$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1200); do [ -f "$out/port" ] && break; sleep 0.1; done
@@ -40,10 +41,13 @@ serve_and_bench() {  # name, then kvserve-bench arguments
   kill -TERM "$pid"; wait "$pid" || true
 }
 n=64; [ "$quick" = 1 ] && n=16
-serve_and_bench c1 --num-requests 8 --concurrency 1 --prompt-len 128 --output-len 128
-serve_and_bench c4 --num-requests "$n" --concurrency 4 --prompt-len 128 --output-len 128
-serve_and_bench c16 --num-requests "$n" --concurrency 16 --prompt-len 128 --output-len 128
-serve_and_bench c16-p512 --num-requests "$n" --concurrency 16 --prompt-len 512 --output-len 128
+serve_and_bench c1 true --num-requests 8 --concurrency 1 --prompt-len 128 --output-len 128
+serve_and_bench c4 true --num-requests "$n" --concurrency 4 --prompt-len 128 --output-len 128
+serve_and_bench c16 true --num-requests "$n" --concurrency 16 --prompt-len 128 --output-len 128
+serve_and_bench c16-p512 true --num-requests "$n" --concurrency 16 --prompt-len 512 --output-len 128
+# Prefix caching: a shared 1,024-token prefix and short distinct suffixes, cache on against off.
+serve_and_bench prefix-on true --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32
+serve_and_bench prefix-off false --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32
 
 /usr/bin/python3 - "$out" <<'PY'
 import json, os, sys
@@ -64,9 +68,12 @@ rows.append("")
 rows.append(f"Machine: bandwidth {j['bandwidth_gbs']:.1f} GB/s, fp32 FMA peak {j['fma_peak_gflops']:.0f} GFLOP/s.")
 rows += ["", "| serving (~110M) | output tok/s | TTFT mean / p99 (ms) | TPOT mean / p99 (ms) | E2E p50 (ms) |",
          "|---|---|---|---|---|"]
-for name in ("c1", "c4", "c16", "c16-p512"):
+for name in ("c1", "c4", "c16", "c16-p512", "prefix-on", "prefix-off"):
     s = json.load(open(os.path.join(out, f"serving-{name}.json")))
-    rows.append(f"| concurrency {s['concurrency']}, prompt {s['prompt_len']} | {s['output_throughput']:.1f} | "
+    label = f"concurrency {s['concurrency']}, prompt {s['prompt_len']}"
+    if s.get("shared_prefix_len"):
+        label = f"shared {s['shared_prefix_len']}-token prefix + {s['prompt_len']}, caching {name[7:]}"
+    rows.append(f"| {label} | {s['output_throughput']:.1f} | "
                 f"{s['ttft']['mean_ms']:.0f} / {s['ttft']['p99_ms']:.0f} | {s['tpot']['mean_ms']:.1f} / "
                 f"{s['tpot']['p99_ms']:.1f} | {s['e2e']['p50_ms']:.0f} |")
 open(os.path.join(out, "results.md"), "w").write("\n".join(rows) + "\n")

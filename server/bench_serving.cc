@@ -106,6 +106,7 @@ Result run_request(pb::Inference::Stub& stub, const pb::GenerateRequest& req) {
 int main(int argc, char** argv) {
   CLI::App app{"kvserve-bench: serving benchmark over gRPC"};
   std::string addr = "127.0.0.1:50051", json_out;
+  int shared_prefix = 0;
   int num_requests = 64, concurrency = 16, prompt_len = 128, prompt_range = 0, output_len = 128, output_range = 0;
   double rate = 0;
   uint32_t seed = 0;
@@ -118,6 +119,8 @@ int main(int argc, char** argv) {
   app.add_option("--prompt-len-range", prompt_range, "prompt tokens vary uniformly by +/- this")->capture_default_str();
   app.add_option("--output-len", output_len, "mean output tokens")->capture_default_str();
   app.add_option("--output-len-range", output_range, "output tokens vary uniformly by +/- this")->capture_default_str();
+  app.add_option("--shared-prefix-len", shared_prefix, "tokens every prompt starts with (before its own prompt-len)")
+      ->capture_default_str();
   app.add_option("--seed", seed)->capture_default_str();
   app.add_option("--json", json_out, "write the results as JSON here");
   app.add_flag("--quiet", quiet, "no progress bar");
@@ -140,11 +143,14 @@ int main(int argc, char** argv) {
   std::vector<double> arrivals(num_requests, 0.0);
   std::exponential_distribution<double> gap(rate > 0 ? rate : 1.0);
   double t = 0;
+  std::vector<int32_t> prefix;
+  for (int k = 0; k < shared_prefix; ++k) prefix.push_back(3 + static_cast<int32_t>(rng() % (info.vocab_size() - 3)));
   for (int i = 0; i < num_requests; ++i) {
     const int pl = std::max(1, prompt_len + (prompt_range ? static_cast<int>(rng() % (2 * prompt_range + 1)) - prompt_range : 0));
     const int ol = std::max(1, output_len + (output_range ? static_cast<int>(rng() % (2 * output_range + 1)) - output_range : 0));
     auto& r = reqs[i];
     r.add_prompt_token_ids(1);
+    for (int32_t id : prefix) r.add_prompt_token_ids(id);
     for (int k = 1; k < pl; ++k) r.add_prompt_token_ids(3 + static_cast<int32_t>(rng() % (info.vocab_size() - 3)));
     r.mutable_sampling()->set_max_new_tokens(ol);
     r.mutable_sampling()->set_temperature(0);
@@ -217,6 +223,7 @@ int main(int argc, char** argv) {
     j["concurrency"] = concurrency;
     j["request_rate"] = rate;
     j["prompt_len"] = prompt_len;
+    j["shared_prefix_len"] = shared_prefix;
     j["output_len"] = output_len;
     j["duration_s"] = duration;
     j["request_throughput"] = ok / duration;

@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(r.num_preemptions_total()));
     std::printf("blocks %d used / %d free / %d total (%.1f%%), tokens cached %lld\n", r.blocks_used(),
                 r.blocks_free(), r.blocks_total(), 100 * r.kv_cache_usage(), static_cast<long long>(r.tokens_cached()));
+    std::printf("prefix caching %s: hit rate %.1f%%, %d cached blocks, %lld evictions\n",
+                r.prefix_caching() ? "on" : "off", 100 * r.prefix_cache_hit_rate(), r.cached_blocks(),
+                static_cast<long long>(r.prefix_cache_evictions_total()));
     std::printf("prompt tokens %lld, generated tokens %lld, requests finished %lld, steps %lld\n",
                 static_cast<long long>(r.prompt_tokens_total()), static_cast<long long>(r.generation_tokens_total()),
                 static_cast<long long>(r.requests_finished_total()), static_cast<long long>(r.steps_total()));

@@ -129,6 +129,11 @@ void to_proto(const EngineStats& s, v1::GetStatsResponse* out) {
   out->set_generation_tokens_total(s.generation_tokens_total);
   out->set_requests_finished_total(s.requests_finished_total);
   out->set_steps_total(s.steps_total);
+  out->set_prefix_caching(s.prefix_caching);
+  out->set_prefix_cache_hit_rate(s.prefix_cache_hit_rate);
+  out->set_cached_blocks(s.cached_blocks);
+  out->set_prompt_tokens_from_cache(s.prompt_tokens_admitted ? s.prompt_tokens_from_cache : 0);
+  out->set_prefix_cache_evictions_total(s.evictions_total);
 }
 
 }  // namespace kvserve

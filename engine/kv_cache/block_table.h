@@ -19,6 +19,8 @@ class BlockTable {
   }
   // Allocates what blocks_needed says; false (and nothing allocated) if the pool runs short.
   bool grow_to(int64_t n_tokens, BlockAllocator& alloc);
+  // Adds a block this sequence now holds (a cached prefix block it retained).
+  void append(int32_t block) { blocks_.push_back(block); }
   // Releases every block back to the allocator.
   void release_all(BlockAllocator& alloc);
 

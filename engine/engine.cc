@@ -85,6 +85,8 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
   info_.kv_total_bytes = kv_->total_bytes();
   info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / so.max_model_len;
 
+  // Decode steps run 1..max_num_seqs rows: have their primitives ready before the first request.
+  model_->warm_up(std::min<int64_t>(so.max_num_seqs, 256));
   publish_stats();
   thread_ = std::thread([this] { loop(); });
 }

@@ -26,6 +26,8 @@ class Linear {
 
   // x: [m, n_in], y: [m, n_out]. accumulate: y += x·Wᵀ (the residual add, fused as a post-op).
   void forward(const float* x, int64_t m, float* y, bool accumulate = false);
+  // Creates (JIT-compiles) the primitive for batch height m ahead of its first use.
+  void prepare(int64_t m, bool accumulate) { primitive_for(m, accumulate); }
 
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }

@@ -145,6 +145,18 @@ LlamaModel::LlamaModel(const GgufFile& f)
   }
 }
 
+void LlamaModel::warm_up(int64_t max_rows) {
+  for (int64_t m = 1; m <= max_rows; ++m) {
+    for (Layer& L : layers_) {
+      L.qkv->prepare(m, false);
+      L.wo->prepare(m, true);
+      L.gate_up->prepare(m, false);
+      L.down->prepare(m, true);
+    }
+    output_->prepare(m, false);
+  }
+}
+
 const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
   const int64_t T = in.size(), D = hp_.n_embd, F = hp_.n_ff;
   const int64_t q_dim = D, kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;

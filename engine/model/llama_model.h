@@ -45,6 +45,9 @@ class LlamaModel {
   // Runs every token of the batch through the model, storing each token's K/V at its slot
   // first, and returns logits [in.logit_rows.size(), n_vocab] (valid until the next call).
   const float* forward(const BatchInputs& in, KvStorage& kv);
+  // Builds every matmul primitive for batch heights 1..max_rows now, so that the first steps
+  // at each batch size do not stall on JIT compilation.
+  void warm_up(int64_t max_rows);
 
  private:
   struct Layer {

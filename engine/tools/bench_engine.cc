@@ -147,9 +147,6 @@ int main(int argc, char** argv) {
   const int64_t matmul_params = mi.n_params - (tied ? 0 : emb);
   const double weight_bytes = 4.0 * matmul_params;  // weights are held as F32
 
-  std::fprintf(stderr, "measuring machine limits...\n");
-  const double bw = kvserve::measure_bandwidth();
-  const double peak = kvserve::measure_fma_peak();
   std::mt19937 rng(1234);
 
   // Warm-up: primitives for the shapes used below are created once.
@@ -167,6 +164,11 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, double>> agg;
   for (int b : batches) agg.emplace_back(b, aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng));
 
+  // Measured after the engine runs: an OpenMP team made on this thread earlier would make
+  // libgomp throttle the engine team's barrier spinning.
+  std::fprintf(stderr, "measuring machine limits...\n");
+  const double bw = kvserve::measure_bandwidth();
+  const double peak = kvserve::measure_fma_peak();
   const double decode_limit = bw / weight_bytes;
   const double compute_limit = peak / (2.0 * matmul_params);
   std::printf("model %s: %.1fM params (%s weights held as F32), %d threads\n", model.c_str(), mi.n_params / 1e6,

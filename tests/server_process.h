@@ -59,6 +59,21 @@ class ServerProcess {
   }
 
   bool started() const { return port_ != 0; }
+  pid_t pid() const { return pid_; }
+  // Resident memory of the server process in KiB (from /proc), 0 if unknown.
+  long rss_kib() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::string key;
+    long value = 0;
+    while (in >> key) {
+      if (key == "VmRSS:") {
+        in >> value;
+        return value;
+      }
+      in.ignore(1 << 12, '\n');
+    }
+    return 0;
+  }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string log() const {
     std::ifstream in(log_);

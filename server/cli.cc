@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvserve.grpc.pb.h"
@@ -26,7 +27,11 @@ int main(int argc, char** argv) {
   CLI::App app{"kvserve-cli: talk to a kvserve server"};
   std::string addr = "127.0.0.1:50051";
   double timeout_s = 0;
+  std::string token, tls_ca, tls_name;
   app.add_option("--addr", addr, "server HOST:PORT")->capture_default_str();
+  app.add_option("--token", token, "bearer token for servers that require one");
+  app.add_option("--tls-ca", tls_ca, "PEM root certificate: connect with TLS, trusting it");
+  app.add_option("--tls-server-name", tls_name, "name to expect in the server certificate");
   app.add_option("--timeout", timeout_s, "deadline in seconds (0 = none)");
   app.require_subcommand(1);
 
@@ -61,9 +66,23 @@ int main(int argc, char** argv) {
   tok->add_option("text", text)->required();
   CLI11_PARSE(app, argc, argv);
 
-  auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments args;
+  if (!tls_ca.empty()) {
+    std::ifstream in(tls_ca);
+    if (!in) {
+      std::fprintf(stderr, "kvserve-cli: cannot read %s\n", tls_ca.c_str());
+      return 2;
+    }
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
+    creds = grpc::SslCredentials(ssl);
+    if (!tls_name.empty()) args.SetSslTargetNameOverride(tls_name);
+  }
+  auto channel = grpc::CreateCustomChannel(addr, creds, args);
   auto stub = kvserve::v1::Inference::NewStub(channel);
   grpc::ClientContext ctx;
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
   if (timeout_s > 0)
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));

@@ -32,6 +32,10 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
     : service_(service) {
   service_.stream_started();
   Engine& engine = service_.engine();
+  if (grpc::Status auth = service_.authorize(ctx); !auth.ok()) {
+    Finish(auth);
+    return;
+  }
   Request req;
   grpc::Status st = to_engine_request(*request, engine.tokenizer(), &req);
   if (!st.ok()) {

@@ -5,6 +5,41 @@
 #include "utf8.h"
 
 namespace kvserve {
+namespace {
+
+// Compares without an early exit, so response time does not reveal how much of a token matched.
+bool same(const std::string& a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+grpc::Status InferenceService::authorize(const grpc::CallbackServerContext* ctx) const {
+  if (tokens_.empty()) return grpc::Status::OK;
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  if (it != md.end()) {
+    const std::string_view value(it->second.data(), it->second.size());
+    constexpr std::string_view kBearer = "Bearer ";
+    if (value.substr(0, kBearer.size()) == kBearer) {
+      bool ok = false;
+      for (const auto& t : tokens_) ok |= same(t, value.substr(kBearer.size()));
+      if (ok) return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "authorization: a valid bearer token is required");
+}
+
+// Answers a unary call with `status` if it is not OK (the caller then returns the reactor).
+#define KVSERVE_AUTHORIZE_UNARY(ctx)                           \
+  if (grpc::Status auth = authorize(ctx); !auth.ok()) {        \
+    auto* reactor = (ctx)->DefaultReactor();                   \
+    reactor->Finish(auth);                                     \
+    return reactor;                                            \
+  }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(grpc::CallbackServerContext* ctx,
                                                                            const v1::GenerateRequest* request) {
@@ -14,6 +49,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(grpc:
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* ctx,
                                                      const v1::TokenizeRequest* request,
                                                      v1::TokenizeResponse* response) {
+  KVSERVE_AUTHORIZE_UNARY(ctx)
   auto* reactor = ctx->DefaultReactor();
   const Tokenizer& tok = engine_.tokenizer();
   if (!utf8_is_valid(request->text())) {
@@ -31,6 +67,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* ctx,
                                                          const v1::GetModelInfoRequest*,
                                                          v1::GetModelInfoResponse* response) {
+  KVSERVE_AUTHORIZE_UNARY(ctx)
   to_proto(engine_.model_info(), engine_.options(), response);
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
@@ -39,6 +76,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
 
 grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext* ctx, const v1::GetStatsRequest*,
                                                      v1::GetStatsResponse* response) {
+  KVSERVE_AUTHORIZE_UNARY(ctx)
   to_proto(engine_.stats(), response);
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
@@ -47,6 +85,7 @@ grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext
 
 grpc::ServerUnaryReactor* InferenceService::Abort(grpc::CallbackServerContext* ctx, const v1::AbortRequest* request,
                                                   v1::AbortResponse* response) {
+  KVSERVE_AUTHORIZE_UNARY(ctx)
   uint64_t engine_id = 0;
   {
     std::lock_guard<std::mutex> lock(ids_mu_);

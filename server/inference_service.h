@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine.h"
 #include "kvserve.grpc.pb.h"
@@ -16,7 +17,11 @@ namespace kvserve {
 
 class InferenceService final : public v1::Inference::CallbackService {
  public:
-  explicit InferenceService(Engine& engine) : engine_(engine) {}
+  // tokens: accepted bearer tokens; empty = no authentication.
+  InferenceService(Engine& engine, std::vector<std::string> tokens) : engine_(engine), tokens_(std::move(tokens)) {}
+
+  // OK, or UNAUTHENTICATED when tokens are configured and the call carries none of them.
+  grpc::Status authorize(const grpc::CallbackServerContext* ctx) const;
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* ctx,
                                                            const v1::GenerateRequest* request) override;
@@ -47,6 +52,7 @@ class InferenceService final : public v1::Inference::CallbackService {
 
  private:
   Engine& engine_;
+  std::vector<std::string> tokens_;
   std::atomic<bool> shutting_down_ = false;
   std::atomic<uint64_t> counter_ = 0;
   std::mutex ids_mu_;

@@ -78,12 +78,41 @@ int main(int argc, char** argv) {
   }
   log_startup(*engine);
 
-  kvserve::InferenceService service(*engine);
+  std::vector<std::string> tokens;
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  try {
+    if (!cfg.server.auth_token_file.empty()) {
+      std::ifstream in(cfg.server.auth_token_file);
+      if (!in) throw kvserve::ConfigError("server.auth_token_file: cannot read " + cfg.server.auth_token_file);
+      for (std::string line; std::getline(in, line);) {
+        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+        if (!line.empty() && line[0] != '#') tokens.push_back(line);
+      }
+      if (tokens.empty()) throw kvserve::ConfigError("server.auth_token_file: no tokens in " + cfg.server.auth_token_file);
+    }
+    if (!cfg.server.tls_cert_file.empty()) {
+      auto slurp = [](const std::string& path, const char* field) {
+        std::ifstream in(path);
+        if (!in) throw kvserve::ConfigError(std::string(field) + ": cannot read " + path);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+      };
+      grpc::SslServerCredentialsOptions ssl;
+      ssl.pem_key_cert_pairs.push_back({slurp(cfg.server.tls_key_file, "server.tls_key_file"),
+                                        slurp(cfg.server.tls_cert_file, "server.tls_cert_file")});
+      creds = grpc::SslServerCredentials(ssl);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("cannot start: {}", e.what());
+    return 2;
+  }
+  spdlog::info("TLS {}, bearer-token authentication {}", cfg.server.tls_cert_file.empty() ? "off" : "on",
+               tokens.empty() ? "off" : "on (" + std::to_string(tokens.size()) + " tokens)");
+  kvserve::InferenceService service(*engine, std::move(tokens));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(cfg.server.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(cfg.server.listen, creds, &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(cfg.server.max_message_bytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

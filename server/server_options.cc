@@ -1,5 +1,6 @@
 #include "server_options.h"
 
+#include <map>
 #include <set>
 
 namespace kvserve {
@@ -41,9 +42,13 @@ ServeConfig serve_config_from_json(const json& config) {
     const json& v = it.value();
     if (k[0] == '_') continue;  // a comment
     const std::string field = "server." + k;
-    if (k == "listen" || k == "log_level" || k == "port_file") {
+    static const std::map<std::string, std::string ServerOptions::*> strings = {
+        {"listen", &ServerOptions::listen},           {"log_level", &ServerOptions::log_level},
+        {"port_file", &ServerOptions::port_file},     {"tls_cert_file", &ServerOptions::tls_cert_file},
+        {"tls_key_file", &ServerOptions::tls_key_file}, {"auth_token_file", &ServerOptions::auth_token_file}};
+    if (auto it = strings.find(k); it != strings.end()) {
       if (!v.is_string()) throw ConfigError(field + ": expected a string, got " + v.dump());
-      (k == "listen" ? c.server.listen : k == "log_level" ? c.server.log_level : c.server.port_file) = v.get<std::string>();
+      c.server.*(it->second) = v.get<std::string>();
     } else if (k == "shutdown_grace_ms" || k == "max_message_bytes") {
       if (!v.is_number_integer()) throw ConfigError(field + ": expected an integer, got " + v.dump());
       const int64_t x = v.get<int64_t>();
@@ -58,6 +63,8 @@ ServeConfig serve_config_from_json(const json& config) {
       throw ConfigError(field + ": unknown field");
     }
   }
+  if (c.server.tls_cert_file.empty() != c.server.tls_key_file.empty())
+    throw ConfigError("server.tls_cert_file, server.tls_key_file: give both or neither");
   if (c.server.listen.find(':') == std::string::npos)
     throw ConfigError("server.listen: expected HOST:PORT, got '" + c.server.listen + "'");
   static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};

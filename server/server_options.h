@@ -17,6 +17,10 @@ struct ServerOptions {
   int32_t max_message_bytes = 4 << 20;     // largest request message accepted
   std::string log_level = "info";          // trace, debug, info, warn, error
   std::string port_file;                   // if set, the bound port is written here (tests)
+  std::string tls_cert_file;               // PEM certificate chain; with tls_key_file enables TLS
+  std::string tls_key_file;                // PEM private key of that certificate
+  std::string auth_token_file;             // if set: bearer tokens, one per line, required on every
+                                           // kvserve.v1 call ("authorization: Bearer <token>")
 };
 
 struct ServeConfig {

@@ -59,7 +59,7 @@ for name in ("15m", "110m", "1b"):
     if not os.path.exists(p):
         continue
     j = json.load(open(p))
-    agg = ", ".join(f"{k}: {v:.0f}" for k, v in j["aggregate_decode_tps"].items())
+    agg = ", ".join(f"{k}: {v:.0f}" for k, v in sorted(j["aggregate_decode_tps"].items(), key=lambda kv: int(kv[0])))
     rows.append(f"| ~{name.upper()} ({j['params']/1e6:.0f}M params) | {j['prompt_tps']:.0f} "
                 f"({100*j['prompt_tps']/j['compute_limit_tps']:.0f}% of peak) | {j['decode1_tps']:.1f} | "
                 f"{100*j['decode1_tps']/j['decode_limit_tps']:.0f}% | {agg} |")

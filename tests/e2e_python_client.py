@@ -90,6 +90,12 @@ def main():
             raise AssertionError("aborted stream ended OK")
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.CANCELLED, e.code()
+        # Server reflection, so grpcurl-style tools work without the proto: ask it to list the
+        # services (ServerReflectionRequest field 7, list_services) and look for ours.
+        reflect = channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                        request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        listing = b"".join(reflect(iter([b"\x3a\x00"]), timeout=10))
+        assert b"kvserve.v1.Inference" in listing and b"grpc.health.v1.Health" in listing, listing
         print("python grpcio client: all checks passed")
         return 0
     finally:

@@ -1,0 +1,67 @@
+// Config loading: every field's type and range checked, unknown fields refused, and the error
+// names the field; overrides from the command line apply before validation.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "config.h"
+#include "server_options.h"
+
+namespace kvserve {
+namespace {
+
+using nlohmann::json;
+
+std::string error_of(const json& config) {
+  try {
+    serve_config_from_json(config);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsAndOverrides) {
+  json c = json::parse(R"({"model": {"path": "m.gguf"}, "_comment": "ignored"})");
+  apply_overrides(c, {"cache.block_size=32", "server.listen=\"0.0.0.0:7000\"", "cache.enable_prefix_caching=false"});
+  ServeConfig s = serve_config_from_json(c);
+  EXPECT_EQ(s.engine.model.path, "m.gguf");
+  EXPECT_EQ(s.engine.cache.block_size, 32);
+  EXPECT_FALSE(s.engine.cache.enable_prefix_caching);
+  EXPECT_EQ(s.engine.scheduler.max_num_seqs, 64);
+  EXPECT_EQ(s.server.listen, "0.0.0.0:7000");
+  EXPECT_EQ(s.server.shutdown_grace_ms, 30000);
+}
+
+TEST(Config, ErrorsNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"model": {}})", "model.path"},
+      {R"({"model": {"path": 3}})", "model.path: expected a string"},
+      {R"({"model": {"path": "m", "num_threads": "two"}})", "model.num_threads: expected an integer"},
+      {R"({"model": {"path": "m"}, "cache": {"block_size": 0}})", "cache.block_size"},
+      {R"({"model": {"path": "m"}, "cache": {"block_size": 1.5}})", "cache.block_size: expected an integer"},
+      {R"({"model": {"path": "m"}, "cache": {"blocksize": 16}})", "cache.blocksize: unknown field"},
+      {R"({"model": {"path": "m"}, "cache": {"enable_prefix_caching": 1}})", "cache.enable_prefix_caching"},
+      {R"({"model": {"path": "m"}, "cache": {"num_blocks": 99999999999}})", "cache.num_blocks"},
+      {R"({"model": {"path": "m"}, "scheduler": {"max_num_seqs": -1}})", "scheduler.max_num_seqs"},
+      {R"({"model": {"path": "m"}, "scheduler": {"max_num_seqs": 64, "max_num_batched_tokens": 8}})",
+       "scheduler.max_num_batched_tokens"},
+      {R"({"model": {"path": "m"}, "scheduler": {"max_waiting": 0}})", "scheduler.max_waiting"},
+      {R"({"model": {"path": "m"}, "server": {"listen": "nohostport"}})", "server.listen"},
+      {R"({"model": {"path": "m"}, "server": {"shutdown_grace_ms": -5}})", "server.shutdown_grace_ms"},
+      {R"({"model": {"path": "m"}, "server": {"max_message_bytes": 10}})", "server.max_message_bytes"},
+      {R"({"model": {"path": "m"}, "server": {"log_level": "loud"}})", "server.log_level"},
+      {R"({"model": {"path": "m"}, "server": {"port": 1}})", "server.port: unknown field"},
+      {R"({"model": {"path": "m"}, "servr": {}})", "servr: unknown config section"},
+      {R"({"model": "m"})", "model: expected an object"},
+  };
+  for (const auto& [text, fragment] : cases) {
+    const std::string err = error_of(json::parse(text));
+    EXPECT_NE(err.find(fragment), std::string::npos) << text << " -> '" << err << "'";
+  }
+  json c = json::object();
+  EXPECT_THROW(apply_overrides(c, {"no_dot=1"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace kvserve

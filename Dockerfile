@@ -14,7 +14,7 @@ RUN cmake -S /src -B /build -DCMAKE_BUILD_TYPE=Release -DKVSERVE_NATIVE=OFF \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libgrpc++1.51 libprotobuf32 libdnnl2 libspdlog1.10 \
-      libfmt9 libpcre2-8-0 libgomp1 ca-certificates \
+      libfmt9 libpcre2-8-0 libgomp1 libcpp-httplib0.11 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home kvserve
 COPY --from=build /build/server/kvserve /build/server/kvserve-cli /build/engine/kvserve-mkmodel /usr/local/bin/
@@ -24,5 +24,6 @@ USER kvserve
 EXPOSE 50051 9090
 VOLUME /models
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s CMD ["kvserve-cli", "--addr", "127.0.0.1:50051", "--timeout", "2", "health"]
-ENTRYPOINT ["kvserve", "--config", "/etc/kvserve/default.json", "--listen", "0.0.0.0:50051"]
+ENTRYPOINT ["kvserve", "--config", "/etc/kvserve/default.json", "--listen", "0.0.0.0:50051", \
+            "--set", "server.metrics_listen=\"0.0.0.0:9090\""]
 CMD ["--model", "/models/model.gguf"]

@@ -6,13 +6,14 @@ set -euo pipefail
 # Build and test dependencies (Debian bookworm package names).
 #   libpcre2-dev: Unicode categories (UCP) for the GPT-2 pre-tokenizer regex.
 #   libcli11-dev: command-line parsing for the tools, the server and the client.
+#   libcpp-httplib-dev: the Prometheus /metrics endpoint.
 #   ccache: keeps rebuilds in CI and on developer machines short.
 #   python3-grpcio / python3-protobuf: the independent Python client in the end-to-end tests.
 #   openssl: the TLS test makes its own certificate.
 KVSERVE_BUILD_PACKAGES=(
   cmake g++ make ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libspdlog-dev libdnnl-dev nlohmann-json3-dev libgtest-dev libpcre2-dev libcli11-dev
+  libspdlog-dev libdnnl-dev nlohmann-json3-dev libgtest-dev libpcre2-dev libcli11-dev libcpp-httplib-dev
   python3 python3-grpcio python3-protobuf openssl
 )
 

@@ -75,6 +75,13 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
 }
 
 void GenerateStream::deliver(Event ev) {
+  if (!ev.token_ids.empty()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (last_token_ != std::chrono::steady_clock::time_point{})
+      service_.metrics().observe_inter_token(std::chrono::duration<double>(now - last_token_).count());
+    last_token_ = now;
+  }
+  if (ev.completion) service_.metrics().observe_completion(*ev.completion);
   Action action;
   {
     std::lock_guard<std::mutex> lock(mu_);

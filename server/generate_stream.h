@@ -3,6 +3,7 @@
 // write is in flight), so a slow reader never blocks the loop; one write is in flight at a time.
 #pragma once
 
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -34,6 +35,7 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   std::string request_id_;
   bool registered_ = false;
   uint64_t engine_id_ = 0;
+  std::chrono::steady_clock::time_point last_token_{};  // engine thread only: for inter-token latency
   std::shared_ptr<StreamLink> link_;  // shared with the sink the engine holds
 
   std::mutex mu_;

@@ -12,6 +12,7 @@
 
 #include "engine.h"
 #include "kvserve.grpc.pb.h"
+#include "metrics.h"
 
 namespace kvserve {
 
@@ -39,6 +40,7 @@ class InferenceService final : public v1::Inference::CallbackService {
   bool shutting_down() const { return shutting_down_; }
 
   Engine& engine() { return engine_; }
+  ServerMetrics& metrics() { return metrics_; }
   // Request ids of live streams, for Abort. register_id fails if the id is already live.
   bool register_id(const std::string& request_id, uint64_t engine_id);
   void set_engine_id(const std::string& request_id, uint64_t engine_id);
@@ -53,6 +55,7 @@ class InferenceService final : public v1::Inference::CallbackService {
  private:
   Engine& engine_;
   std::vector<std::string> tokens_;
+  ServerMetrics metrics_;
   std::atomic<bool> shutting_down_ = false;
   std::atomic<uint64_t> counter_ = 0;
   std::mutex ids_mu_;

@@ -128,6 +128,23 @@ int main(int argc, char** argv) {
     std::rename((cfg.server.port_file + ".tmp").c_str(), cfg.server.port_file.c_str());
   }
 
+  std::unique_ptr<kvserve::MetricsServer> metrics;
+  if (!cfg.server.metrics_listen.empty()) {
+    const std::string& ml = cfg.server.metrics_listen;
+    const size_t colon = ml.rfind(':');
+    try {
+      metrics = std::make_unique<kvserve::MetricsServer>(*engine, service.metrics());
+      const int mport = metrics->start(ml.substr(0, colon), std::stoi(ml.substr(colon + 1)));
+      spdlog::info("Prometheus metrics on http://{}:{}/metrics", ml.substr(0, colon), mport);
+      if (!cfg.server.port_file.empty()) std::ofstream(cfg.server.port_file + ".metrics") << mport << "\n";
+    } catch (const std::exception& e) {
+      spdlog::error("server.metrics_listen: {}", e.what());
+      server->Shutdown(std::chrono::system_clock::now());
+  if (metrics) metrics->stop();
+      return 1;
+    }
+  }
+
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received {}: draining for up to {} ms", sig == SIGTERM ? "SIGTERM" : "SIGINT",

@@ -45,7 +45,8 @@ ServeConfig serve_config_from_json(const json& config) {
     static const std::map<std::string, std::string ServerOptions::*> strings = {
         {"listen", &ServerOptions::listen},           {"log_level", &ServerOptions::log_level},
         {"port_file", &ServerOptions::port_file},     {"tls_cert_file", &ServerOptions::tls_cert_file},
-        {"tls_key_file", &ServerOptions::tls_key_file}, {"auth_token_file", &ServerOptions::auth_token_file}};
+        {"tls_key_file", &ServerOptions::tls_key_file}, {"auth_token_file", &ServerOptions::auth_token_file},
+        {"metrics_listen", &ServerOptions::metrics_listen}};
     if (auto it = strings.find(k); it != strings.end()) {
       if (!v.is_string()) throw ConfigError(field + ": expected a string, got " + v.dump());
       c.server.*(it->second) = v.get<std::string>();
@@ -67,6 +68,8 @@ ServeConfig serve_config_from_json(const json& config) {
     throw ConfigError("server.tls_cert_file, server.tls_key_file: give both or neither");
   if (c.server.listen.find(':') == std::string::npos)
     throw ConfigError("server.listen: expected HOST:PORT, got '" + c.server.listen + "'");
+  if (!c.server.metrics_listen.empty() && c.server.metrics_listen.find(':') == std::string::npos)
+    throw ConfigError("server.metrics_listen: expected HOST:PORT, got '" + c.server.metrics_listen + "'");
   static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};
   if (!levels.count(c.server.log_level))
     throw ConfigError("server.log_level: expected one of trace, debug, info, warn, error");

@@ -19,6 +19,7 @@ struct ServerOptions {
   std::string port_file;                   // if set, the bound port is written here (tests)
   std::string tls_cert_file;               // PEM certificate chain; with tls_key_file enables TLS
   std::string tls_key_file;                // PEM private key of that certificate
+  std::string metrics_listen;              // HOST:PORT of the Prometheus /metrics endpoint; "" = off
   std::string auth_token_file;             // if set: bearer tokens, one per line, required on every
                                            // kvserve.v1 call ("authorization: Bearer <token>")
 };

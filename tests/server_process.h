@@ -22,7 +22,8 @@ class ServerProcess {
     dir_ = std::filesystem::temp_directory_path() /
            ("kvserve-e2e-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
     std::filesystem::create_directories(dir_);
-    const std::string port_file = (dir_ / "port").string();
+    port_file_ = (dir_ / "port").string();
+    const std::string& port_file = port_file_;
     log_ = (dir_ / "server.log").string();
     args.insert(args.begin(), {KVSERVE_SERVER_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file});
     pid_ = fork();
@@ -59,6 +60,7 @@ class ServerProcess {
   }
 
   bool started() const { return port_ != 0; }
+  const std::string& port_file() const { return port_file_; }
   pid_t pid() const { return pid_; }
   // Resident memory of the server process in KiB (from /proc), 0 if unknown.
   long rss_kib() const {
@@ -97,6 +99,7 @@ class ServerProcess {
  private:
   std::filesystem::path dir_;
   std::string log_;
+  std::string port_file_;
   pid_t pid_ = -1;
   int port_ = 0;
 };

@@ -84,6 +84,8 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
   info_.kv_bytes_per_token = shape.bytes_per_token();
   info_.kv_total_bytes = kv_->total_bytes();
   info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / so.max_model_len;
+  info_.kv_what_if = kv_what_if({hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, shape.element_bytes, bs,
+                                 so.max_model_len, kv_->total_bytes()});
 
   // Decode steps run 1..max_num_seqs rows: have their primitives ready before the first request.
   model_->warm_up(std::min<int64_t>(so.max_num_seqs, 256));

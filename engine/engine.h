@@ -20,6 +20,7 @@
 #include "gguf.h"
 #include "kv_cache/block_allocator.h"
 #include "kv_cache/kv_storage.h"
+#include "kv_what_if.h"
 #include "model/llama_model.h"
 #include "request.h"
 #include "scheduler.h"
@@ -43,6 +44,7 @@ struct ModelInfo {
   int64_t kv_bytes_per_token = 0;  // 2 · n_layer · n_head_kv · head_dim · kv_element_bytes
   int64_t kv_total_bytes = 0;
   double max_concurrency = 0;   // full-length (max_model_len) requests that fit at once
+  std::vector<KvVariant> kv_what_if;  // the same budget under MHA, GQA, MQA and MLA layouts
 };
 
 struct EngineStats {

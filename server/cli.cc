@@ -139,6 +139,11 @@ int main(int argc, char** argv) {
                 static_cast<long long>(r.token_capacity()), r.kv_cache_bytes() / 1048576.0);
     std::printf("max concurrency at %d tokens: %.2fx\n", r.max_model_len(), r.max_concurrency());
     std::printf("max_num_seqs %d, max_num_batched_tokens %d\n", r.max_num_seqs(), r.max_num_batched_tokens());
+    std::printf("KV what-if (same budget): %-6s %12s %12s %10s\n", "layout", "bytes/token", "tokens", "concurrency");
+    for (const auto& v : r.kv_what_if())
+      std::printf("                          %-6s %12lld %12lld %9.2fx\n", v.name().c_str(),
+                  static_cast<long long>(v.bytes_per_token()), static_cast<long long>(v.token_capacity()),
+                  v.max_concurrency());
     return 0;
   }
   if (*stats) {

@@ -26,6 +26,9 @@ void log_startup(const kvserve::Engine& engine) {
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {:.2f} GiB", m.num_blocks, m.block_size,
                m.token_capacity, m.kv_total_bytes / double(1 << 30));
   spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", m.max_model_len, m.max_concurrency);
+  for (const auto& v : m.kv_what_if)
+    spdlog::info("KV what-if {:>6}: {:>9} bytes/token, {:>10} tokens, {:.2f}x at {} tokens", v.name, v.bytes_per_token,
+                 v.token_capacity, v.max_concurrency, m.max_model_len);
   spdlog::info("prefix caching: {}", engine.options().cache.enable_prefix_caching ? "on" : "off");
   const auto& s = engine.options().scheduler;
   spdlog::info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, max_waiting {}",

@@ -114,6 +114,14 @@ void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoRespon
   out->set_num_params(i.n_params);
   out->set_max_num_seqs(o.scheduler.max_num_seqs);
   out->set_max_num_batched_tokens(o.scheduler.max_num_batched_tokens);
+  for (const auto& v : i.kv_what_if) {
+    auto* w = out->add_kv_what_if();
+    w->set_name(v.name);
+    w->set_n_kv_heads(v.n_kv_heads);
+    w->set_bytes_per_token(v.bytes_per_token);
+    w->set_token_capacity(v.token_capacity);
+    w->set_max_concurrency(v.max_concurrency);
+  }
 }
 
 void to_proto(const EngineStats& s, v1::GetStatsResponse* out) {

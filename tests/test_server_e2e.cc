@@ -145,6 +145,12 @@ TEST_F(ServerE2E, ModelInfoAndTokenize) {
   EXPECT_EQ(info.num_blocks(), 512);
   EXPECT_EQ(info.token_capacity(), 4096);
   EXPECT_DOUBLE_EQ(info.max_concurrency(), 4.0);
+  ASSERT_EQ(info.kv_what_if_size(), 7);
+  EXPECT_EQ(info.kv_what_if(1).name(), "MHA");
+  EXPECT_EQ(info.kv_what_if(1).bytes_per_token(), 2560);
+  EXPECT_EQ(info.kv_what_if(5).name(), "MQA");
+  EXPECT_EQ(info.kv_what_if(5).bytes_per_token(), 320);
+  EXPECT_EQ(info.kv_what_if(5).token_capacity(), 4096 * 4);
   grpc::ClientContext ctx2;
   pb::TokenizeRequest tr;
   tr.set_text("Once upon a time");

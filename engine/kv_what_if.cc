@@ -1,0 +1,26 @@
+#include "kv_what_if.h"
+
+namespace kvserve {
+
+std::vector<KvVariant> kv_what_if(const KvShapeFacts& f) {
+  auto make = [&](std::string name, int32_t n_kv, int64_t bpt) {
+    KvVariant v;
+    v.name = std::move(name);
+    v.n_kv_heads = n_kv;
+    v.bytes_per_token = bpt;
+    v.token_capacity = f.budget_bytes / (bpt * f.block_size) * f.block_size;
+    v.max_concurrency = static_cast<double>(v.token_capacity) / f.max_model_len;
+    return v;
+  };
+  auto gqa = [&](int32_t n_kv) { return int64_t{2} * f.n_layer * n_kv * f.head_dim * f.element_bytes; };
+  std::vector<KvVariant> out;
+  out.push_back(make("as is", f.n_head_kv, gqa(f.n_head_kv)));
+  out.push_back(make("MHA", f.n_head, gqa(f.n_head)));
+  for (int32_t g : {2, 4, 8}) out.push_back(make("GQA-" + std::to_string(g), g, gqa(g)));
+  out.push_back(make("MQA", 1, gqa(1)));
+  const int64_t latent = f.mla_latent > 0 ? f.mla_latent : 4 * int64_t{f.head_dim};
+  out.push_back(make("MLA", 0, (latent + f.mla_rope) * f.n_layer * f.element_bytes));
+  return out;
+}
+
+}  // namespace kvserve

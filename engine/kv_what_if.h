@@ -1,0 +1,31 @@
+// What the KV cache would cost if the loaded model used another attention layout, under the
+// same KV budget and context: the model as it is, classic MHA (n_kv = n_head), GQA with 2, 4 and
+// 8 KV heads, MQA (one KV head), and MLA (a compressed latent of width d_c plus a decoupled
+// rotary part d_rope per layer, as in DeepSeek-V2).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvserve {
+
+struct KvVariant {
+  std::string name;         // "as is", "MHA", "GQA-2", "GQA-4", "GQA-8", "MQA", "MLA"
+  int32_t n_kv_heads = 0;   // 0 for MLA
+  int64_t bytes_per_token = 0;
+  int64_t token_capacity = 0;    // tokens the budget holds, in whole blocks
+  double max_concurrency = 0;    // full-length requests at once
+};
+
+struct KvShapeFacts {
+  int32_t n_layer, n_head, n_head_kv, head_dim, element_bytes, block_size, max_model_len;
+  int64_t budget_bytes;
+  int32_t mla_latent = 0;  // d_c; 0 = 4 · head_dim
+  int32_t mla_rope = 64;   // d_rope
+};
+
+// bytes/token = 2 · L · n_kv · d_h · bytes for the first five; (d_c + d_rope) · L · bytes for MLA.
+std::vector<KvVariant> kv_what_if(const KvShapeFacts& f);
+
+}  // namespace kvserve

@@ -9,12 +9,14 @@ set -euo pipefail
 #   libcpp-httplib-dev: the Prometheus /metrics endpoint.
 #   ccache: keeps rebuilds in CI and on developer machines short.
 #   python3-grpcio / python3-protobuf: the independent Python client in the end-to-end tests.
+#   clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz), run for a bounded time by test.sh.
 #   openssl: the TLS test makes its own certificate. python3-yaml: the Kubernetes manifest check.
 KVSERVE_BUILD_PACKAGES=(
   cmake g++ make ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libdnnl-dev nlohmann-json3-dev libgtest-dev libpcre2-dev libcli11-dev libcpp-httplib-dev
   python3 python3-grpcio python3-protobuf python3-yaml openssl
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -19,6 +19,15 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$build" -j "$(nproc)"
 echo "build took $(( $(date +%s) - start )) s" >&2
 
+# libFuzzer targets (clang): the GGUF reader and the tokenizers, each for a bounded time on the
+# seed corpus in tests/fuzz/corpus. Run before the main suite so its summary comes last.
+if [ "${KVSERVE_SKIP_FUZZ:-}" != 1 ] && command -v clang++ >/dev/null; then
+  CC=clang CXX=clang++ cmake -S "$root/tests/fuzz" -B "$build-fuzz" -DKVSERVE_SHARED_DIR="$root/../shared" \
+    -DFUZZ_SECONDS="${KVSERVE_FUZZ_SECONDS:-20}" >/dev/null
+  cmake --build "$build-fuzz" -j "$(nproc)"
+  (cd "$build-fuzz" && ctest --output-on-failure)
+fi
+
 cd "$build"
 ctest --output-on-failure -j "$(nproc)" "$@"
 echo "test.sh: total $(( $(date +%s) - start )) s" >&2

@@ -287,7 +287,7 @@ void Engine::step() {
     if (!c.samples) continue;
     const float* raw = logits + row++ * V;
     std::copy(raw, raw + V, scratch_logits_.begin());
-    const std::vector<int32_t> generated(s.tokens.begin() + s.num_prompt, s.tokens.end());
+    const std::span<const int32_t> generated(s.tokens.data() + s.num_prompt, s.tokens.size() - s.num_prompt);
     const int32_t token = s.sampler->sample(scratch_logits_.data(), V, s.tokens, generated);
 
     Event ev;

@@ -9,7 +9,7 @@ namespace kvserve {
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 void Sampler::apply_penalties(float* logits, int32_t vocab, const std::vector<int32_t>& context,
-                              const std::vector<int32_t>& generated) const {
+                              std::span<const int32_t> generated) const {
   if (p_.repetition_penalty != 1.0f) {
     std::vector<bool> seen(vocab, false);
     for (int32_t t : context) {
@@ -29,7 +29,7 @@ void Sampler::apply_penalties(float* logits, int32_t vocab, const std::vector<in
 }
 
 std::vector<float> Sampler::distribution(float* logits, int32_t vocab, const std::vector<int32_t>& context,
-                                         const std::vector<int32_t>& generated) {
+                                         std::span<const int32_t> generated) {
   apply_penalties(logits, vocab, context, generated);
   std::vector<float> probs(vocab, 0.0f);
   if (p_.temperature <= 0.0f) {
@@ -77,7 +77,7 @@ std::vector<float> Sampler::distribution(float* logits, int32_t vocab, const std
 }
 
 int32_t Sampler::sample(float* logits, int32_t vocab, const std::vector<int32_t>& context,
-                        const std::vector<int32_t>& generated) {
+                        std::span<const int32_t> generated) {
   if (p_.temperature <= 0.0f) {
     apply_penalties(logits, vocab, context, generated);
     return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "request.h"
@@ -19,8 +20,9 @@ class Sampler {
   // logits: [vocab] raw model output for this sequence (modified in place as scratch).
   // context: prompt and generated tokens so far (for the repetition penalty);
   // output_counts: occurrences of each token among the generated ones (presence/frequency).
+  // generated: the tail of `context` produced by this request (a view: no copy per step).
   int32_t sample(float* logits, int32_t vocab, const std::vector<int32_t>& context,
-                 const std::vector<int32_t>& generated);
+                 std::span<const int32_t> generated);
 
   // The log-probability of `token` under the raw logits, and the n best alternatives.
   static TokenLogprob logprobs(const float* raw_logits, int32_t vocab, int32_t token, int32_t top_n);
@@ -28,11 +30,11 @@ class Sampler {
   // The probability of every token after penalties, temperature and filters (zero where
   // filtered); for tests that compare against a reference implementation.
   std::vector<float> distribution(float* logits, int32_t vocab, const std::vector<int32_t>& context,
-                                  const std::vector<int32_t>& generated);
+                                  std::span<const int32_t> generated);
 
  private:
   void apply_penalties(float* logits, int32_t vocab, const std::vector<int32_t>& context,
-                       const std::vector<int32_t>& generated) const;
+                       std::span<const int32_t> generated) const;
   double uniform();  // [0, 1) from 53 bits, the same on every platform
 
   SamplingParams p_;

@@ -118,7 +118,8 @@ TEST(Sampler, PenaltiesActAsDocumented) {
   sp.presence_penalty = 0.5f;
   sp.frequency_penalty = 0.25f;
   x = l;
-  Sampler(sp, 1).distribution(x.data(), 3, {0, 2, 2, 2}, {2, 2, 2});
+  const std::vector<int32_t> generated = {2, 2, 2};
+  Sampler(sp, 1).distribution(x.data(), 3, {0, 2, 2, 2}, generated);
   EXPECT_FLOAT_EQ(x[0], 4.0f);                      // in the prompt only: untouched
   EXPECT_FLOAT_EQ(x[2], 3.0f - 0.5f - 3 * 0.25f);   // generated three times
 }

@@ -170,8 +170,8 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
   grow(act_, T * F);
   grow(last_, R * D);
   grow(logits_, R * hp_.n_vocab);
-  std::vector<int32_t> ctx_lens(T);
-  for (int64_t t = 0; t < T; ++t) ctx_lens[t] = in.positions[t] + 1;
+  grow(ctx_lens_, T);
+  for (int64_t t = 0; t < T; ++t) ctx_lens_[t] = in.positions[t] + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
 
   embed(embedding_.data(), in.tokens.data(), T, D, x_.data());
@@ -187,7 +187,7 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
     write_kv(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), kv.k(l),
              kv.v(l));
     paged_attention(q, T, qkv_dim, kv.k(l), kv.v(l), in.block_tables.data(), in.max_blocks,
-                    in.token_seq.data(), ctx_lens.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim,
+                    in.token_seq.data(), ctx_lens_.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim,
                     kv.block_size(), scale, attn_.data());
     L.wo->forward(attn_.data(), T, x_.data(), /*accumulate=*/true);
     rms_norm(x_.data(), L.ffn_norm.data(), T, D, hp_.rms_eps, h_.data());

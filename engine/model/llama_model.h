@@ -63,6 +63,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   // Activations, grown to the largest batch seen and reused (no allocation per step).
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, last_, logits_;
+  std::vector<int32_t> ctx_lens_;
 };
 
 }  // namespace kvserve

@@ -303,25 +303,24 @@ void Engine::step() {
     const bool stop_token =
         std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
     if (eos || stop_token) {
-      finish(&s, FinishReason::kStop, {}, {}, std::move(ev));
+      finish(&s, FinishReason::kStop, {}, std::move(ev));
       continue;
     }
     ev.text = s.text->push(token);
     if (s.text->stopped()) {
-      finish(&s, FinishReason::kStopString, {}, {}, std::move(ev));
+      finish(&s, FinishReason::kStopString, {}, std::move(ev));
     } else if (s.num_generated() >= sp.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= s.max_tokens) {
-      finish(&s, FinishReason::kLength, {}, {}, std::move(ev));
+      finish(&s, FinishReason::kLength, {}, std::move(ev));
     } else if (s.sink) {
       s.sink->on_event(std::move(ev));
     }
   }
 }
 
-void Engine::finish(Sequence* seq, FinishReason reason, std::string error, std::string text, Event event) {
+void Engine::finish(Sequence* seq, FinishReason reason, std::string error, Event event) {
   const auto now = Sequence::Clock::now();
   event.id = seq->id;
   if (seq->text && reason != FinishReason::kError) event.text += seq->text->finish();
-  event.text += text;
   Completion c;
   c.reason = reason;
   c.error = std::move(error);

@@ -106,8 +106,7 @@ class Engine {
   void loop();
   void take_inbox(std::vector<Message>& msgs);
   void step();
-  void finish(Sequence* seq, FinishReason reason, std::string error = {}, std::string text = {},
-              Event event = {});
+  void finish(Sequence* seq, FinishReason reason, std::string error = {}, Event event = {});
   void publish_stats();
 
   EngineOptions options_;

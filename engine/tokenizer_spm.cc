@@ -1,8 +1,6 @@
 // SentencePiece-style BPE as llama.cpp runs it for `llama` vocabularies: spaces become "▁",
 // a dummy "▁" prefix is added, then the adjacent pair whose merged text is the highest-scoring
-// vocab entry is merged until none is left; pieces with no token fall back to <0xXX> bytes.
-#include <functional>
-#include <map>
+// vocab entry is merged until none is left; characters with no token fall back to <0xXX> bytes.
 #include <queue>
 
 #include "tokenizer.h"
@@ -57,14 +55,12 @@ void Tokenizer::encode_spm(std::string_view raw, std::vector<int32_t>& out) cons
   symbols.back().next = -1;
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-  std::map<std::string, std::pair<int, int>> rev_merge;
   auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     std::string merged = text.substr(symbols[left].start, symbols[left].len + symbols[right].len);
     int32_t id = find(merged);
     if (id < 0) return;
     queue.push({left, right, scores_[id], merged.size()});
-    rev_merge[merged] = {left, right};
   };
   for (size_t i = 1; i < symbols.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
 
@@ -83,28 +79,19 @@ void Tokenizer::encode_spm(std::string_view raw, std::vector<int32_t>& out) cons
     try_add(b.left, l.next);
   }
 
-  // Emit each final symbol: its token, else the two halves it was merged from, else bytes.
-  std::function<void(size_t, size_t)> emit = [&](size_t start, size_t len) {
-    std::string piece = text.substr(start, len);
-    int32_t id = find(piece);
+  // Every merge produced a vocab token, so a final symbol is either a token or a single
+  // character that never merged; a character with no token falls back to its bytes.
+  for (int i = 0; i != -1; i = symbols[i].next) {
+    const int32_t id = find(text.substr(symbols[i].start, symbols[i].len));
     if (id >= 0) {
       out.push_back(id);
-      return;
+      continue;
     }
-    auto it = rev_merge.find(piece);
-    if (it != rev_merge.end()) {
-      const Symbol& a = symbols[it->second.first];
-      const Symbol& b = symbols[it->second.second];
-      emit(a.start, b.start - a.start);
-      emit(b.start, start + len - b.start);
-      return;
-    }
-    for (unsigned char c : piece) {
-      int32_t bid = byte_tokens_[c];
+    for (size_t k = symbols[i].start; k < symbols[i].start + symbols[i].len; ++k) {
+      const int32_t bid = byte_tokens_[static_cast<unsigned char>(text[k])];
       if (bid >= 0) out.push_back(bid);
     }
-  };
-  for (int i = 0; i != -1; i = symbols[i].next) emit(symbols[i].start, symbols[i].len);
+  }
 }
 
 }  // namespace kvserve

@@ -40,13 +40,14 @@ pb::GenerateRequest greedy(const std::string& prompt, int n) {
 }
 
 StreamResult run(pb::Inference::Stub& stub, const pb::GenerateRequest& req, grpc::ClientContext* ctx = nullptr,
-                 int cancel_after_chunks = -1) {
+                 int cancel_after_chunks = -1, std::atomic<bool>* started = nullptr) {
   grpc::ClientContext own;
   if (!ctx) ctx = &own;
   StreamResult out;
   auto reader = stub.Generate(ctx, req);
   pb::GenerateResponse resp;
   while (reader->Read(&resp)) {
+    if (started) *started = true;
     if (resp.has_chunk()) {
       ++out.chunks;
       out.tokens.insert(out.tokens.end(), resp.chunk().token_ids().begin(), resp.chunk().token_ids().end());
@@ -59,6 +60,25 @@ StreamResult run(pb::Inference::Stub& stub, const pb::GenerateRequest& req, grpc
   out.status = reader->Finish();
   return out;
 }
+
+// A Generate stream on its own thread; wait_started() returns once its first response arrived.
+class BackgroundStream {
+ public:
+  BackgroundStream(pb::Inference::Stub& stub, pb::GenerateRequest req)
+      : thread_([this, &stub, req] { result_ = run(stub, req, nullptr, -1, &started_); }) {}
+  void wait_started() {
+    while (!started_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  StreamResult join() {
+    thread_.join();
+    return result_;
+  }
+
+ private:
+  std::atomic<bool> started_ = false;
+  StreamResult result_;
+  std::thread thread_;
+};
 
 class ServerE2E : public ::testing::Test {
  protected:
@@ -203,26 +223,15 @@ TEST_F(ServerE2E, DeadlineEndsTheStreamAndFreesBlocks) {
 TEST_F(ServerE2E, AbortByRequestId) {
   pb::GenerateRequest req = greedy("Once upon a time", 1000);
   req.set_request_id("my-req-7");
-  std::atomic<bool> started = false;
-  StreamResult r;
-  std::thread t([&] {
-    grpc::ClientContext ctx;
-    auto reader = stub_->Generate(&ctx, req);
-    pb::GenerateResponse resp;
-    while (reader->Read(&resp)) {
-      started = true;
-      if (resp.has_complete()) r.complete = resp.complete();
-    }
-    r.status = reader->Finish();
-  });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  BackgroundStream stream(*stub_, req);
+  stream.wait_started();
   grpc::ClientContext ctx;
   pb::AbortRequest ar;
   ar.set_request_id("my-req-7");
   pb::AbortResponse resp;
   ASSERT_TRUE(stub_->Abort(&ctx, ar, &resp).ok());
   EXPECT_TRUE(resp.found());
-  t.join();
+  StreamResult r = stream.join();
   EXPECT_EQ(r.status.error_code(), StatusCode::CANCELLED);
   ASSERT_TRUE(r.complete);
   EXPECT_EQ(r.complete->finish_reason(), pb::FINISH_REASON_CANCELLED);
@@ -307,26 +316,14 @@ TEST_F(ServerE2E, BadFieldsGetTheRightStatusWhileAGoodStreamRuns) {
 }
 
 TEST_F(ServerE2E, SigtermDrainsInFlightRequestsThenExits) {
-  StreamResult in_flight;
-  std::atomic<bool> started = false;
-  std::thread t([&] {
-    grpc::ClientContext ctx;
-    auto reader = stub_->Generate(&ctx, greedy("Once upon a time", 300));
-    pb::GenerateResponse resp;
-    while (reader->Read(&resp)) {
-      started = true;
-      if (resp.has_chunk())
-        in_flight.tokens.insert(in_flight.tokens.end(), resp.chunk().token_ids().begin(), resp.chunk().token_ids().end());
-    }
-    in_flight.status = reader->Finish();
-  });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  BackgroundStream stream(*stub_, greedy("Once upon a time", 300));
+  stream.wait_started();
   server_->signal(SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(health(), "NOT_SERVING");
   StreamResult late = run(*stub_, greedy("Hi", 3));
   EXPECT_EQ(late.status.error_code(), StatusCode::UNAVAILABLE);
-  t.join();
+  StreamResult in_flight = stream.join();
   ASSERT_TRUE(in_flight.status.ok()) << in_flight.status.error_message();
   EXPECT_EQ(in_flight.tokens, solo("Once upon a time", 300));
   EXPECT_EQ(server_->wait_exit(std::chrono::seconds(20)), 0) << server_->log();
@@ -335,21 +332,10 @@ TEST_F(ServerE2E, SigtermDrainsInFlightRequestsThenExits) {
 TEST_F(ServerE2E, SigtermPastTheGraceCancelsWithAFinalStatus) {
   server_.reset();
   start({"--set", "server.shutdown_grace_ms=50"});
-  std::atomic<bool> started = false;
-  StreamResult r;
-  std::thread t([&] {
-    grpc::ClientContext ctx;
-    auto reader = stub_->Generate(&ctx, greedy("Once upon a time", 1000));
-    pb::GenerateResponse resp;
-    while (reader->Read(&resp)) {
-      started = true;
-      if (resp.has_complete()) r.complete = resp.complete();
-    }
-    r.status = reader->Finish();
-  });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  BackgroundStream stream(*stub_, greedy("Once upon a time", 1000));
+  stream.wait_started();
   server_->signal(SIGTERM);
-  t.join();
+  StreamResult r = stream.join();
   EXPECT_EQ(r.status.error_code(), StatusCode::UNAVAILABLE) << r.status.error_message();
   ASSERT_TRUE(r.complete);
   EXPECT_EQ(r.complete->finish_reason(), pb::FINISH_REASON_CANCELLED);

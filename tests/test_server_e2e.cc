@@ -178,6 +178,11 @@ TEST_F(ServerE2E, ModelInfoAndTokenize) {
   ASSERT_TRUE(stub_->Tokenize(&ctx2, tr, &tok).ok());
   EXPECT_EQ(std::vector<int32_t>(tok.token_ids().begin(), tok.token_ids().end()),
             (std::vector<int32_t>{1, 403, 407, 261, 378}));
+  grpc::ClientContext ctx3;
+  tr.set_text("Once\xFF");
+  grpc::Status bad = stub_->Tokenize(&ctx3, tr, &tok);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message(), "text: not valid UTF-8");
 }
 
 TEST_F(ServerE2E, ThirtyTwoConcurrentStreamsEqualSolo) {
@@ -290,6 +295,11 @@ TEST_F(ServerE2E, BadFieldsGetTheRightStatusWhileAGoodStreamRuns) {
        StatusCode::INVALID_ARGUMENT, "sampling.stop"},
       {"stop too long", [](auto& r) { r.mutable_sampling()->add_stop(std::string(300, 'x')); },
        StatusCode::INVALID_ARGUMENT, "sampling.stop[0]"},
+      {"stop not UTF-8", [](auto& r) { r.mutable_sampling()->add_stop("ok\xC3("); }, StatusCode::INVALID_ARGUMENT,
+       "sampling.stop[0]"},
+      {"prompt not UTF-8", [](auto& r) { r.set_prompt("caf\xE9" " au lait"); }, StatusCode::INVALID_ARGUMENT, "prompt"},
+      {"prompt with a surrogate", [](auto& r) { r.set_prompt("a\xED\xA0\x80" "b"); }, StatusCode::INVALID_ARGUMENT,
+       "prompt"},
       {"stop token", [](auto& r) { r.mutable_sampling()->add_stop_token_ids(99999); }, StatusCode::INVALID_ARGUMENT,
        "sampling.stop_token_ids[0]"},
       {"top_logprobs", [](auto& r) { r.mutable_sampling()->set_top_logprobs(50); }, StatusCode::INVALID_ARGUMENT,

@@ -3,17 +3,13 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
-#include "utf8.h"
+#include "request_validation.h"
 
 namespace kvserve {
 namespace {
-
-constexpr size_t kMaxStopStrings = 16;
-constexpr size_t kMaxStopBytes = 256;
-constexpr size_t kMaxStopTokens = 64;
-constexpr int32_t kMaxTopLogprobs = 20;
 
 double seconds_between(Sequence::Clock::time_point a, Sequence::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -96,44 +92,10 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
 Engine::~Engine() { shutdown(Shutdown::kAbort); }
 
 std::string Engine::validate_request(const Request& r) const {
-  const SamplingParams& s = r.sampling;
-  const int32_t V = tokenizer_->vocab_size();
-  if (r.prompt.empty()) return "prompt: empty (give at least one token)";
-  for (size_t i = 0; i < r.prompt.size(); ++i)
-    if (r.prompt[i] < 0 || r.prompt[i] >= V)
-      return "prompt_token_ids[" + std::to_string(i) + "]: " + std::to_string(r.prompt[i]) +
-             " is outside the vocabulary [0, " + std::to_string(V) + ")";
-  if (s.max_new_tokens < 1) return "sampling.max_new_tokens: must be at least 1";
-  if (s.max_new_tokens > info_.max_model_len)
-    return "sampling.max_new_tokens: " + std::to_string(s.max_new_tokens) + " exceeds max_model_len " +
-           std::to_string(info_.max_model_len);
-  if (!std::isfinite(s.temperature) || s.temperature < 0.0f || s.temperature > 100.0f)
-    return "sampling.temperature: must be between 0 and 100";
-  if (s.top_k < 0) return "sampling.top_k: must be >= 0 (0 = off)";
-  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) return "sampling.top_p: must be in (0, 1]";
-  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) return "sampling.min_p: must be in [0, 1]";
-  if (!(s.repetition_penalty > 0.0f && s.repetition_penalty <= 10.0f))
-    return "sampling.repetition_penalty: must be in (0, 10]";
-  if (!(s.presence_penalty >= -2.0f && s.presence_penalty <= 2.0f))
-    return "sampling.presence_penalty: must be in [-2, 2]";
-  if (!(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f))
-    return "sampling.frequency_penalty: must be in [-2, 2]";
-  if (s.stop.size() > kMaxStopStrings)
-    return "sampling.stop: at most " + std::to_string(kMaxStopStrings) + " stop strings";
-  for (size_t i = 0; i < s.stop.size(); ++i) {
-    if (s.stop[i].empty() || s.stop[i].size() > kMaxStopBytes)
-      return "sampling.stop[" + std::to_string(i) + "]: must be 1 to " + std::to_string(kMaxStopBytes) + " bytes";
-    if (!utf8_is_valid(s.stop[i])) return "sampling.stop[" + std::to_string(i) + "]: not valid UTF-8";
-  }
-  if (s.stop_token_ids.size() > kMaxStopTokens)
-    return "sampling.stop_token_ids: at most " + std::to_string(kMaxStopTokens) + " ids";
-  for (size_t i = 0; i < s.stop_token_ids.size(); ++i)
-    if (s.stop_token_ids[i] < 0 || s.stop_token_ids[i] >= V)
-      return "sampling.stop_token_ids[" + std::to_string(i) + "]: outside the vocabulary";
-  if (s.top_logprobs < 0 || s.top_logprobs > kMaxTopLogprobs)
-    return "sampling.top_logprobs: must be between 0 and " + std::to_string(kMaxTopLogprobs);
-  if (r.deadline_ms < 0) return "deadline_ms: must be >= 0";
-  return {};
+  return kvserve::validate_request(r, {.vocab_size = tokenizer_->vocab_size(),
+                                      .max_model_len = info_.max_model_len,
+                                      .n_layer = info_.n_layer,
+                                      .n_head = info_.n_head});
 }
 
 SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
@@ -150,6 +112,7 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
   seq->sink = std::move(sink);
   seq->text = std::make_unique<OutputText>(*tokenizer_, seq->request.prompt, seq->request.sampling.stop);
   seq->submitted = Sequence::Clock::now();
+  prepare_inspection(seq.get());
   if (seq->request.deadline_ms > 0)
     seq->deadline = seq->submitted + std::chrono::milliseconds(seq->request.deadline_ms);
   {
@@ -165,6 +128,25 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
   }
   wake_.notify_one();
   return {SubmitCode::kOk, id, {}};
+}
+
+void Engine::prepare_inspection(Sequence* seq) const {
+  const InspectOptions& in = seq->request.inspect;
+  if (!in.active()) return;
+  seq->shares_cache = false;
+  if (in.capture_attention) {
+    auto cap = std::make_shared<AttentionCapture>();
+    cap->n_layer = info_.n_layer;
+    cap->n_head = info_.n_head;
+    cap->n_tokens = seq->num_prompt;
+    cap->probs.assign(static_cast<size_t>(cap->n_layer) * cap->n_head * cap->n_tokens * cap->n_tokens, 0.0f);
+    seq->capture = std::move(cap);
+  }
+  if (!in.ablate_heads.empty()) {
+    seq->head_mask.assign(static_cast<size_t>(info_.n_layer) * info_.n_head, 0);
+    for (const HeadRef& h : in.ablate_heads) seq->head_mask[h.layer * info_.n_head + h.head] = 1;
+  }
+  if (in.score_prompt) seq->prompt_logprobs.assign(seq->num_prompt > 0 ? seq->num_prompt - 1 : 0, 0.0f);
 }
 
 void Engine::cancel(uint64_t id) {
@@ -253,15 +235,28 @@ void Engine::step() {
     max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(c.seq->table.blocks().size()));
   batch_.max_blocks = max_blocks;
   batch_.block_tables.assign(plan.chunks.size() * max_blocks, 0);
+  bool inspecting = false;
+  for (const auto& c : plan.chunks) inspecting |= c.seq->capture || !c.seq->head_mask.empty();
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     Sequence& s = *c.seq;
     std::copy(s.table.blocks().begin(), s.table.blocks().end(), batch_.block_tables.begin() + i * max_blocks);
+    const int32_t first_row = static_cast<int32_t>(batch_.tokens.size());
     for (int64_t p = s.num_computed; p < s.num_computed + c.n_tokens; ++p) {
       batch_.tokens.push_back(s.tokens[p]);
       batch_.positions.push_back(static_cast<int32_t>(p));
       batch_.token_seq.push_back(static_cast<int32_t>(i));
       batch_.slots.push_back(s.table.slot(p));
+      if (inspecting) {
+        const bool captured = s.capture && p < s.num_prompt;
+        const int64_t n = captured ? s.capture->n_tokens : 0;
+        batch_.attn_capture.push_back(captured ? s.capture->probs.data() + p * n : nullptr);
+        batch_.attn_capture_len.push_back(static_cast<int32_t>(n));
+        batch_.head_mask.push_back(s.head_mask.empty() ? nullptr : s.head_mask.data());
+      }
+      // A scored prompt needs the logits of every prompt row that predicts another prompt token.
+      if (!s.prompt_logprobs.empty() && p + 1 < s.num_prompt)
+        batch_.logit_rows.push_back(first_row + static_cast<int32_t>(p - s.num_computed));
     }
     if (c.samples) batch_.logit_rows.push_back(static_cast<int32_t>(batch_.tokens.size()) - 1);
   }
@@ -281,6 +276,11 @@ void Engine::step() {
   for (const auto& c : plan.chunks) {
     Sequence& s = *c.seq;
     prompt_tokens_total_ += std::clamp<int64_t>(s.num_prompt - s.num_computed, 0, c.n_tokens);
+    if (!s.prompt_logprobs.empty()) {
+      const int64_t scored = std::clamp<int64_t>(s.num_prompt - 1 - s.num_computed, 0, c.n_tokens);
+      score_prompt_rows(s, s.num_computed, scored, logits + row * V);
+      row += scored;
+    }
     s.num_computed += c.n_tokens;
     scheduler_->register_computed_blocks(&s);
     s.peak_blocks = std::max<int32_t>(s.peak_blocks, static_cast<int32_t>(s.table.blocks().size()));
@@ -317,6 +317,18 @@ void Engine::step() {
   }
 }
 
+void Engine::score_prompt_rows(Sequence& s, int64_t first_pos, int64_t n_rows, const float* logits) {
+  const int32_t V = info_.n_vocab;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* l = logits + r * V;
+    const float mx = *std::max_element(l, l + V);
+    double sum = 0.0;
+    for (int32_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v]) - mx);
+    const int64_t p = first_pos + r;
+    s.prompt_logprobs[p] = static_cast<float>(l[s.tokens[p + 1]] - mx - std::log(sum));
+  }
+}
+
 void Engine::finish(Sequence* seq, FinishReason reason, std::string error, Event event) {
   const auto now = Sequence::Clock::now();
   event.id = seq->id;
@@ -331,6 +343,10 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::string error, Event
   c.total_time_s = seconds_between(seq->submitted, now);
   c.time_to_first_token_s = seq->num_generated() > 0 ? seconds_between(seq->submitted, seq->first_token) : 0.0;
   c.peak_kv_bytes = int64_t{seq->peak_blocks} * kv_->bytes_per_block();
+  for (float lp : seq->prompt_logprobs) c.prompt_logprob_sum += lp;
+  c.prompt_logprob_count = static_cast<int32_t>(seq->prompt_logprobs.size());
+  if (reason != FinishReason::kError && reason != FinishReason::kCancelled && reason != FinishReason::kDeadline)
+    c.attention = seq->capture;
   event.completion = c;
   scheduler_->remove(seq);
   ++finished_total_;

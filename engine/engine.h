@@ -107,6 +107,10 @@ class Engine {
   void take_inbox(std::vector<Message>& msgs);
   void step();
   void finish(Sequence* seq, FinishReason reason, std::string error = {}, Event event = {});
+  // Capture buffer, head mask and prompt-score slots for a request that asked for them.
+  void prepare_inspection(Sequence* seq) const;
+  // After a forward step: records the log-probabilities of the prompt tokens a chunk scored.
+  void score_prompt_rows(Sequence& s, int64_t first_pos, int64_t n_rows, const float* logits);
   void publish_stats();
 
   EngineOptions options_;

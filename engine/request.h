@@ -26,9 +26,39 @@ struct SamplingParams {
   int32_t top_logprobs = 0;         // and this many most likely alternatives (0-20)
 };
 
+// A head of the model: layer and query head, both from 0.
+struct HeadRef {
+  int32_t layer = 0;
+  int32_t head = 0;
+};
+
+// Looking inside the model for this request alone. Any of these keeps the request's KV out of
+// the prefix cache (in both directions), so it neither borrows nor lends cached blocks.
+struct InspectOptions {
+  bool capture_attention = false;     // record every layer's and head's attention over the prompt
+  bool score_prompt = false;          // sum log p(prompt[i] | prompt[<i]) over the prompt
+  std::vector<HeadRef> ablate_heads;  // heads whose output is zeroed before the output projection
+
+  bool active() const { return capture_attention || score_prompt || !ablate_heads.empty(); }
+};
+
+// Attention probabilities over a prompt of n_tokens: probs[((layer·n_head + head)·n + row)·n + col],
+// zero above the diagonal.
+struct AttentionCapture {
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_tokens = 0;
+  std::vector<float> probs;
+
+  const float* row(int32_t layer, int32_t head, int32_t r) const {
+    return probs.data() + ((static_cast<int64_t>(layer) * n_head + head) * n_tokens + r) * n_tokens;
+  }
+};
+
 struct Request {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted
   SamplingParams sampling;
+  InspectOptions inspect;
   std::string client_id;        // the caller's own id, echoed in logs
   // Abort on its own once this much time has passed since submit (0 = no deadline).
   int64_t deadline_ms = 0;
@@ -54,6 +84,11 @@ struct Completion {
   double time_to_first_token_s = 0.0;
   double total_time_s = 0.0;
   int64_t peak_kv_bytes = 0;        // KV memory the request held at its peak
+  // With inspect.score_prompt: the sum of log p(prompt[i] | prompt[<i]) over i = 1..n-1, and n-1.
+  double prompt_logprob_sum = 0.0;
+  int32_t prompt_logprob_count = 0;
+  // With inspect.capture_attention: the prompt's attention, every layer and head.
+  std::shared_ptr<const AttentionCapture> attention;
 };
 
 // One step's news for one request: new tokens and text, and at the end its completion.

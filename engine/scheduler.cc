@@ -34,7 +34,7 @@ void Scheduler::detach(Sequence* seq) {
 }
 
 void Scheduler::register_computed_blocks(Sequence* seq) {
-  if (!prefix_caching_) return;
+  if (!prefix_caching_ || !seq->shares_cache) return;
   while (static_cast<int64_t>(seq->block_hashes.size() + 1) * block_size_ <= seq->num_computed) {
     const size_t i = seq->block_hashes.size();
     const uint64_t parent = i ? seq->block_hashes.back() : 0;
@@ -141,7 +141,7 @@ SchedulerOutput Scheduler::schedule() {
          static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     // Cached prefix blocks cost neither compute budget nor new blocks.
-    if (prefix_caching_ && seq->table.blocks().empty()) attach_cached_prefix(seq);
+    if (prefix_caching_ && seq->shares_cache && seq->table.blocks().empty()) attach_cached_prefix(seq);
     const int64_t n = std::min(seq->num_uncomputed(), budget);
     if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
       detach(seq);

@@ -33,6 +33,7 @@ struct Sequence {
   int32_t preemptions = 0;
   std::vector<uint64_t> block_hashes;  // chained hashes of the leading full, computed blocks
   int32_t cached_prompt_tokens = 0;    // prompt tokens taken from the prefix cache at admission
+  bool shares_cache = true;            // false: its KV never enters nor comes from the prefix cache
 
   // Engine-side state (absent in scheduler-only tests).
   std::shared_ptr<ResultSink> sink;
@@ -42,6 +43,10 @@ struct Sequence {
   Clock::time_point first_token{};
   Clock::time_point deadline = Clock::time_point::max();
   int32_t peak_blocks = 0;
+  // Inspection (see InspectOptions); empty unless asked for.
+  std::shared_ptr<AttentionCapture> capture;
+  std::vector<uint8_t> head_mask;  // [n_layer·n_head], 1 = zero that head's output
+  std::vector<float> prompt_logprobs;  // [num_prompt - 1] log p(prompt[i+1] | prompt[..i]), set as computed
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
   // Tokens still to run through the model before the next one can be sampled.

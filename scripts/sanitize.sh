@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
-# Builds the test suite with AddressSanitizer + UndefinedBehaviorSanitizer (Debug, no
-# -march=native) in build-asan/ and runs it through ctest. Slow: not part of CI's run.
+# Sanitizer builds of the test suite (RelWithDebInfo), each in a folder of its own:
+#   scripts/sanitize.sh [ctest args]           AddressSanitizer + UBSan, whole suite, build-asan/
+#   scripts/sanitize.sh --thread [ctest args]  ThreadSanitizer, the "concurrency" label, build-tsan/
+# Slow: not part of CI's run.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${KVSERVE_ASAN_BUILD_DIR:-$root/build-asan}"
+mode=address
+if [ "${1:-}" = --thread ]; then mode=thread; shift; fi
 "$root/scripts/deps.sh"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/kvserve-ccache}" CCACHE_BASEDIR="$root"
+if [ "$mode" = address ]; then
+  build="${KVSERVE_ASAN_BUILD_DIR:-$root/build-asan}"
+  flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+  labels=()
+  # oneDNN's JIT and libgomp are not instrumented; leaks inside them are reported as theirs.
+  # A small quarantine: the soak test bounds RSS growth, and ASan keeps freed memory 256 MB deep by default.
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:quarantine_size_mb=16" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+else
+  build="${KVSERVE_TSAN_BUILD_DIR:-$root/build-tsan}"
+  flags="-fsanitize=thread -fno-omit-frame-pointer"
+  labels=(-L concurrency)
+  # libgomp, oneDNN and gRPC are not instrumented, so TSan cannot see their synchronisation.
+  # One OpenMP thread keeps the compute kernels on the calling thread (our threads remain: the
+  # engine loop, submitters, gRPC's pollers and reactors); the suppressions file names what
+  # stays invisible inside gRPC, and nothing of ours.
+  export OMP_NUM_THREADS=1
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
+fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_NATIVE=ON \
-  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="${flags%% -fno*}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
-# oneDNN's JIT and libgomp are not instrumented; leaks inside them are reported as theirs.
-# A small quarantine: the soak test bounds RSS growth, and ASan keeps freed memory 256 MB deep by default.
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:quarantine_size_mb=16" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-cd "$build" && ctest --output-on-failure -j "$(nproc)" "$@"
+cd "$build" && ctest --output-on-failure -j "$(nproc)" "${labels[@]}" "$@"

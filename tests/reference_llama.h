@@ -3,6 +3,7 @@
 // It reads weights straight from the GGUF file and shares no code with LlamaModel.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -30,8 +31,21 @@ class ReferenceLlama {
     vocab_ = static_cast<int>(f.tensor("token_embd.weight").dims[1]);
   }
 
+  // What one run can report besides the last logits (for the inspection tests).
+  struct Run {
+    std::vector<double> last_logits;
+    std::vector<std::vector<double>> probs;  // [layer·heads + head] → [T·T] attention, row-major
+    double prompt_logprob_sum = 0.0;         // Σ log p(tokens[t+1] | tokens[..t]), if asked for
+  };
+
   // Logits after the last token of `tokens`.
-  std::vector<double> last_logits(const std::vector<int32_t>& tokens) const {
+  std::vector<double> last_logits(const std::vector<int32_t>& tokens) const { return run(tokens).last_logits; }
+
+  // ablate: (layer, head) pairs whose attention output is zeroed before the output projection.
+  Run run(const std::vector<int32_t>& tokens, const std::vector<std::pair<int, int>>& ablate = {},
+          bool score = false) const {
+    Run result;
+    result.probs.assign(static_cast<size_t>(layers_) * heads_, std::vector<double>(tokens.size() * tokens.size(), 0.0));
     const int T = static_cast<int>(tokens.size());
     auto emb = w("token_embd.weight");
     std::vector<std::vector<double>> x(T, std::vector<double>(d_));
@@ -66,6 +80,8 @@ class ReferenceLlama {
           }
           double sum = 0;
           for (auto& e : s) sum += (e = std::exp(e - mx));
+          for (int u = 0; u <= t; ++u) result.probs[static_cast<size_t>(l) * heads_ + h][t * T + u] = s[u] / sum;
+          if (std::find(ablate.begin(), ablate.end(), std::make_pair(l, h)) != ablate.end()) continue;
           for (int u = 0; u <= t; ++u)
             for (int i = 0; i < hd_; ++i) att[h * hd_ + i] += s[u] / sum * v[u][kh * hd_ + i];
         }
@@ -78,9 +94,20 @@ class ReferenceLlama {
         for (int i = 0; i < d_; ++i) x[t][i] += dn[i];
       }
     }
-    auto h = norm(x[T - 1], w("output_norm.weight"));
     auto out = f_.find_tensor("output.weight") ? w("output.weight") : w("token_embd.weight");
-    return matvec(out, h, vocab_, d_);
+    const auto out_norm = w("output_norm.weight");
+    for (int t = score ? 0 : T - 1; t < T; ++t) {
+      auto logits = matvec(out, norm(x[t], out_norm), vocab_, d_);
+      if (t + 1 < T) {
+        const double mx = *std::max_element(logits.begin(), logits.end());
+        double sum = 0;
+        for (double z : logits) sum += std::exp(z - mx);
+        result.prompt_logprob_sum += logits[tokens[t + 1]] - mx - std::log(sum);
+      } else {
+        result.last_logits = std::move(logits);
+      }
+    }
+    return result;
   }
 
   int vocab() const { return vocab_; }

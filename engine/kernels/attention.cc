@@ -27,7 +27,8 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
 void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float* k_cache,
                      const float* v_cache, const int32_t* block_tables, int32_t max_blocks,
                      const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv,
-                     int head_dim, int block_size, float scale, float* out) {
+                     int head_dim, int block_size, float scale, float* out,
+                     float* const* capture, const int64_t* capture_head_stride) {
   const int group = n_head / n_kv;
   const int64_t out_stride = static_cast<int64_t>(n_head) * head_dim;
   // One work item per (token, KV head): the group of query heads sharing that KV head reads
@@ -79,6 +80,8 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float
           }
           const float inv = 1.0f / sum;
           for (int p = 0; p < ctx; ++p) sc[p] *= inv;
+          if (capture && capture[t])
+            std::copy(sc, sc + ctx, capture[t] + (static_cast<int64_t>(kvh) * group + g) * capture_head_stride[t]);
           float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim;
           std::fill(o, o + head_dim, 0.0f);
         }

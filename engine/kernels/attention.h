@@ -22,9 +22,12 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
 // block_tables: [n_seqs, max_blocks]; token_seq: [rows] row of block_tables for each token;
 // ctx_lens: [rows] number of cached positions each token sees (its position + 1).
 // out: [rows, n_head·head_dim].
+// capture (may be null): [rows] pointers, each null or the place for that token's attention
+// probabilities: head h's ctx_lens[t] weights go to capture[t] + h·capture_head_stride[t].
 void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float* k_cache,
                      const float* v_cache, const int32_t* block_tables, int32_t max_blocks,
                      const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv,
-                     int head_dim, int block_size, float scale, float* out);
+                     int head_dim, int block_size, float scale, float* out,
+                     float* const* capture = nullptr, const int64_t* capture_head_stride = nullptr);
 
 }  // namespace kvserve

@@ -15,6 +15,10 @@ struct BatchInputs {
   std::vector<int32_t> block_tables;  // [n_seqs, max_blocks] physical block ids, row-major
   int32_t max_blocks = 0;             // row length of block_tables
   std::vector<int32_t> logit_rows;    // indices into tokens whose logits are wanted, in order
+  // Inspection, per token; all empty unless some sequence in the batch asked for it.
+  std::vector<float*> attn_capture;       // [T] its AttentionCapture's probs at (layer 0, head 0, its row), or null
+  std::vector<int32_t> attn_capture_len;  // [T] that capture's n_tokens
+  std::vector<const uint8_t*> head_mask;  // [T] [n_layer·n_head] heads to zero (1), or null
 
   void clear() {
     tokens.clear();
@@ -24,6 +28,9 @@ struct BatchInputs {
     block_tables.clear();
     max_blocks = 0;
     logit_rows.clear();
+    attn_capture.clear();
+    attn_capture_len.clear();
+    head_mask.clear();
   }
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }
 };

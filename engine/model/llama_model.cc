@@ -157,6 +157,16 @@ void LlamaModel::warm_up(int64_t max_rows) {
   }
 }
 
+void LlamaModel::zero_masked_heads(const BatchInputs& in, int layer, int64_t rows) {
+  const int64_t hd = hp_.head_dim, width = int64_t{hp_.n_head} * hd;
+  for (int64_t t = 0; t < rows; ++t) {
+    const uint8_t* mask = in.head_mask[t];
+    if (!mask) continue;
+    for (int h = 0; h < hp_.n_head; ++h)
+      if (mask[layer * hp_.n_head + h]) std::fill_n(attn_.data() + t * width + h * hd, hd, 0.0f);
+  }
+}
+
 const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
   const int64_t T = in.size(), D = hp_.n_embd, F = hp_.n_ff;
   const int64_t q_dim = D, kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
@@ -173,6 +183,11 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
   grow(ctx_lens_, T);
   for (int64_t t = 0; t < T; ++t) ctx_lens_[t] = in.positions[t] + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  if (!in.attn_capture.empty()) {
+    cap_ptrs_.resize(T);
+    cap_strides_.resize(T);
+    for (int64_t t = 0; t < T; ++t) cap_strides_[t] = int64_t{in.attn_capture_len[t]} * in.attn_capture_len[t];
+  }
 
   embed(embedding_.data(), in.tokens.data(), T, D, x_.data());
   for (int l = 0; l < hp_.n_layer; ++l) {
@@ -186,9 +201,18 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
     rope(k, T, qkv_dim, in.positions.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim, hp_.rope_base);
     write_kv(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), kv.k(l),
              kv.v(l));
+    float* const* capture = nullptr;
+    if (!in.attn_capture.empty()) {
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t n = in.attn_capture_len[t];
+        cap_ptrs_[t] = in.attn_capture[t] ? in.attn_capture[t] + int64_t{l} * hp_.n_head * n * n : nullptr;
+      }
+      capture = cap_ptrs_.data();
+    }
     paged_attention(q, T, qkv_dim, kv.k(l), kv.v(l), in.block_tables.data(), in.max_blocks,
                     in.token_seq.data(), ctx_lens_.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim,
-                    kv.block_size(), scale, attn_.data());
+                    kv.block_size(), scale, attn_.data(), capture, cap_strides_.data());
+    if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
     L.wo->forward(attn_.data(), T, x_.data(), /*accumulate=*/true);
     rms_norm(x_.data(), L.ffn_norm.data(), T, D, hp_.rms_eps, h_.data());
     L.gate_up->forward(h_.data(), T, gu_.data());

@@ -55,6 +55,9 @@ class LlamaModel {
     std::unique_ptr<Linear> qkv, wo, gate_up, down;
   };
 
+  // Head ablation: zeroes, in attn_, the outputs of the heads each token's mask names at this layer.
+  void zero_masked_heads(const BatchInputs& in, int layer, int64_t rows);
+
   LlamaHparams hp_;
   std::unique_ptr<DnnlContext> dnnl_;
   std::vector<float> embedding_;  // [n_vocab, n_embd]
@@ -64,6 +67,8 @@ class LlamaModel {
   // Activations, grown to the largest batch seen and reused (no allocation per step).
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, last_, logits_;
   std::vector<int32_t> ctx_lens_;
+  std::vector<float*> cap_ptrs_;     // [T] this layer's attention-capture destinations
+  std::vector<int64_t> cap_strides_; // [T] their head strides
 };
 
 }  // namespace kvserve

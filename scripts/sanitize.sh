@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Sanitizer builds of the test suite (RelWithDebInfo), each in a folder of its own:
 #   scripts/sanitize.sh [ctest args]           AddressSanitizer + UBSan, whole suite, build-asan/
-#   scripts/sanitize.sh --thread [ctest args]  ThreadSanitizer, the "concurrency" label, build-tsan/
+#   scripts/sanitize.sh --thread [ctest args]  ThreadSanitizer, the "concurrency" label (engine-level
+#                                              thread tests; why not the gRPC ones: tests/tsan.supp), build-tsan/
 # Slow: not part of CI's run.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mode=address
 if [ "${1:-}" = --thread ]; then mode=thread; shift; fi
-"$root/scripts/deps.sh"
+"$root/scripts/deps.sh" --test
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/kvserve-ccache}" CCACHE_BASEDIR="$root"
 if [ "$mode" = address ]; then
   build="${KVSERVE_ASAN_BUILD_DIR:-$root/build-asan}"
@@ -20,10 +21,9 @@ else
   build="${KVSERVE_TSAN_BUILD_DIR:-$root/build-tsan}"
   flags="-fsanitize=thread -fno-omit-frame-pointer"
   labels=(-L concurrency)
-  # libgomp, oneDNN and gRPC are not instrumented, so TSan cannot see their synchronisation.
-  # One OpenMP thread keeps the compute kernels on the calling thread (our threads remain: the
-  # engine loop, submitters, gRPC's pollers and reactors); the suppressions file names what
-  # stays invisible inside gRPC, and nothing of ours.
+  # libgomp and oneDNN are not instrumented, so TSan cannot see OpenMP's barriers: one OpenMP
+  # thread keeps the compute kernels on the calling thread. Our threads all remain (the engine
+  # loop, submitters, cancellers, sinks).
   export OMP_NUM_THREADS=1
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
 fi

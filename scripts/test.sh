@@ -5,7 +5,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVSERVE_BUILD_DIR:-$root/build}"
 
-"$root/scripts/deps.sh"
+"$root/scripts/deps.sh" --test
 
 require_shared=OFF
 [ "${CI:-}" = "true" ] && require_shared=ON

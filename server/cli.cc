@@ -1,5 +1,6 @@
 // kvserve-cli: a command-line client. `generate` streams text to stdout as it arrives; `info`,
-// `stats`, `health` and `tokenize` print what the server says.
+// `stats`, `health` and `tokenize` print what the server says; `inspect` and `head-importance`
+// look inside the heads (cli_inspect.h).
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli_inspect.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvserve.grpc.pb.h"
 
@@ -64,6 +66,17 @@ int main(int argc, char** argv) {
   auto* tok = app.add_subcommand("tokenize", "token ids of TEXT");
   std::string text;
   tok->add_option("text", text)->required();
+  auto* inspect = app.add_subcommand("inspect", "attention of every layer and head over PROMPT, scored and labelled");
+  std::string inspect_prompt, html_path;
+  inspect->add_option("prompt", inspect_prompt, "prompt text")->required();
+  inspect->add_option("--html", html_path, "also write a self-contained HTML report of the heat maps here");
+  auto* importance = app.add_subcommand("head-importance", "rank heads by the likelihood drop when each is zeroed");
+  std::string text_file;
+  double loss_budget = 0.01;
+  int top = 10;
+  importance->add_option("--text", text_file, "file holding the text to score")->required()->check(CLI::ExistingFile);
+  importance->add_option("--budget", loss_budget, "allowed drop in mean log-likelihood, nats/token")->capture_default_str();
+  importance->add_option("--top", top, "heads to list (0 = all)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
@@ -79,6 +92,7 @@ int main(int argc, char** argv) {
     creds = grpc::SslCredentials(ssl);
     if (!tls_name.empty()) args.SetSslTargetNameOverride(tls_name);
   }
+  args.SetMaxReceiveMessageSize(1 << 30);  // attention matrices of long prompts are large
   auto channel = grpc::CreateCustomChannel(addr, creds, args);
   auto stub = kvserve::v1::Inference::NewStub(channel);
   grpc::ClientContext ctx;
@@ -169,6 +183,12 @@ int main(int argc, char** argv) {
     if (!st.ok()) return fail(st);
     std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(r.status()).c_str());
     return r.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+  }
+  if (*inspect) return kvserve::cli_inspect(*stub, ctx, inspect_prompt, html_path);
+  if (*importance) {
+    std::ifstream in(text_file, std::ios::binary);
+    const std::string body((std::istreambuf_iterator<char>(in)), {});
+    return kvserve::cli_head_importance(*stub, ctx, body, loss_budget, top);
   }
   if (*tok) {
     kvserve::v1::TokenizeRequest req;

@@ -1,6 +1,7 @@
 #include "inference_service.h"
 
 #include "generate_stream.h"
+#include "inspect_calls.h"
 #include "proto_convert.h"
 #include "utf8.h"
 
@@ -44,6 +45,18 @@ grpc::Status InferenceService::authorize(const grpc::CallbackServerContext* ctx)
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(grpc::CallbackServerContext* ctx,
                                                                            const v1::GenerateRequest* request) {
   return new GenerateStream(*this, ctx, request);  // deletes itself in OnDone
+}
+
+grpc::ServerUnaryReactor* InferenceService::InspectAttention(grpc::CallbackServerContext* ctx,
+                                                             const v1::InspectAttentionRequest* request,
+                                                             v1::InspectAttentionResponse* response) {
+  return new InspectAttentionCall(*this, ctx, request, response);  // deletes itself in OnDone
+}
+
+grpc::ServerUnaryReactor* InferenceService::HeadImportance(grpc::CallbackServerContext* ctx,
+                                                           const v1::HeadImportanceRequest* request,
+                                                           v1::HeadImportanceResponse* response) {
+  return new HeadImportanceCall(*this, ctx, request, response);  // deletes itself in OnDone
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* ctx,

@@ -1,5 +1,6 @@
 // The kvserve.v1.Inference service on gRPC's callback API. Generate gets one reactor per stream
-// (generate_stream.h); the other RPCs answer at once from the engine.
+// (generate_stream.h), each inspection call one reactor (inspect_calls.h); the other RPCs answer
+// at once from the engine.
 #pragma once
 
 #include <atomic>
@@ -19,7 +20,9 @@ namespace kvserve {
 class InferenceService final : public v1::Inference::CallbackService {
  public:
   // tokens: accepted bearer tokens; empty = no authentication.
-  InferenceService(Engine& engine, std::vector<std::string> tokens) : engine_(engine), tokens_(std::move(tokens)) {}
+  // inspect_max_tokens: longest prompt the inspection RPCs take.
+  InferenceService(Engine& engine, std::vector<std::string> tokens, int32_t inspect_max_tokens)
+      : engine_(engine), tokens_(std::move(tokens)), inspect_max_tokens_(inspect_max_tokens) {}
 
   // OK, or UNAUTHENTICATED when tokens are configured and the call carries none of them.
   grpc::Status authorize(const grpc::CallbackServerContext* ctx) const;
@@ -34,6 +37,12 @@ class InferenceService final : public v1::Inference::CallbackService {
                                      v1::GetStatsResponse* response) override;
   grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* ctx, const v1::AbortRequest* request,
                                   v1::AbortResponse* response) override;
+  grpc::ServerUnaryReactor* InspectAttention(grpc::CallbackServerContext* ctx,
+                                             const v1::InspectAttentionRequest* request,
+                                             v1::InspectAttentionResponse* response) override;
+  grpc::ServerUnaryReactor* HeadImportance(grpc::CallbackServerContext* ctx, const v1::HeadImportanceRequest* request,
+                                           v1::HeadImportanceResponse* response) override;
+  int32_t inspect_max_tokens() const { return inspect_max_tokens_; }
 
   // From now on, cancelled streams end with UNAVAILABLE ("shutting down").
   void begin_shutdown() { shutting_down_ = true; }
@@ -55,6 +64,7 @@ class InferenceService final : public v1::Inference::CallbackService {
  private:
   Engine& engine_;
   std::vector<std::string> tokens_;
+  int32_t inspect_max_tokens_;
   ServerMetrics metrics_;
   std::atomic<bool> shutting_down_ = false;
   std::atomic<uint64_t> counter_ = 0;

@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   }
   spdlog::info("TLS {}, bearer-token authentication {}", cfg.server.tls_cert_file.empty() ? "off" : "on",
                tokens.empty() ? "off" : "on (" + std::to_string(tokens.size()) + " tokens)");
-  kvserve::InferenceService service(*engine, std::move(tokens));
+  kvserve::InferenceService service(*engine, std::move(tokens), cfg.server.inspect_max_tokens);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -15,6 +15,7 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";  // gRPC address; loopback unless configured otherwise
   int64_t shutdown_grace_ms = 30000;       // on SIGTERM: time for in-flight requests to finish
   int32_t max_message_bytes = 4 << 20;     // largest request message accepted
+  int32_t inspect_max_tokens = 256;        // longest prompt InspectAttention and HeadImportance take
   std::string log_level = "info";          // trace, debug, info, warn, error
   std::string port_file;                   // if set, the bound port is written here (tests)
   std::string tls_cert_file;               // PEM certificate chain; with tls_key_file enables TLS

@@ -51,6 +51,8 @@ TEST(Config, ErrorsNameTheField) {
       {R"({"model": {"path": "m"}, "server": {"shutdown_grace_ms": -5}})", "server.shutdown_grace_ms"},
       {R"({"model": {"path": "m"}, "server": {"max_message_bytes": 10}})", "server.max_message_bytes"},
       {R"({"model": {"path": "m"}, "server": {"log_level": "loud"}})", "server.log_level"},
+      {R"({"model": {"path": "m"}, "server": {"inspect_max_tokens": 1}})", "server.inspect_max_tokens"},
+      {R"({"model": {"path": "m"}, "server": {"inspect_max_tokens": "big"}})", "server.inspect_max_tokens: expected an integer"},
       {R"({"model": {"path": "m"}, "server": {"port": 1}})", "server.port: unknown field"},
       {R"({"model": {"path": "m"}, "servr": {}})", "servr: unknown config section"},
       {R"({"model": "m"})", "model: expected an object"},

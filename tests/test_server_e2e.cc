@@ -1,6 +1,7 @@
 // The real server binary over gRPC on loopback: streaming equals the engine's greedy output,
 // 32 concurrent streams, client cancel, deadlines, Abort, every kind of bad field (while a good
-// stream runs on unaffected), health across a load, and SIGTERM with requests in flight.
+// stream runs on unaffected), health across a load, SIGTERM with requests in flight, and the
+// inspection RPCs (against a float64 reference) beside ordinary traffic.
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "kvserve.grpc.pb.h"
 #include "model/llama_model.h"
 #include "model_runner.h"
+#include "reference_llama.h"
 #include "server_process.h"
 #include "test_support.h"
 #include "tokenizer.h"
@@ -85,6 +87,10 @@ class ServerE2E : public ::testing::Test {
   void SetUp() override {
     KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
     start({});
+  }
+  // A failed test shows what the server printed (sanitizer reports included).
+  void TearDown() override {
+    if (HasFailure() && server_) std::printf("--- server log ---\n%s\n", server_->log().c_str());
   }
   void start(std::vector<std::string> extra) {
     std::vector<std::string> args = {"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=512",
@@ -212,7 +218,7 @@ TEST_F(ServerE2E, ClientCancelFreesBlocksAndOthersAreUnaffected) {
   other.join();
   EXPECT_EQ(cancelled.status.error_code(), StatusCode::CANCELLED);
   EXPECT_LT(cancelled.tokens.size(), 900u);
-  ASSERT_TRUE(good.status.ok());
+  ASSERT_TRUE(good.status.ok()) << good.status.error_message();
   EXPECT_EQ(good.tokens, solo("The dog ran", 150));
   expect_all_blocks_free();
 }
@@ -350,6 +356,99 @@ TEST_F(ServerE2E, SigtermPastTheGraceCancelsWithAFinalStatus) {
   ASSERT_TRUE(r.complete);
   EXPECT_EQ(r.complete->finish_reason(), pb::FINISH_REASON_CANCELLED);
   EXPECT_EQ(server_->wait_exit(std::chrono::seconds(20)), 0);
+}
+
+// Inspection over gRPC, while an ordinary stream runs beside it and keeps its solo output.
+TEST_F(ServerE2E, InspectAttentionAndHeadImportanceBesideNormalTraffic) {
+  BackgroundStream good(*stub_, greedy("The cat", 150));
+  good.wait_started();
+  const std::string text = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
+
+  grpc::ClientContext ctx;
+  pb::InspectAttentionRequest ir;
+  ir.set_prompt(text);
+  pb::InspectAttentionResponse inspect;
+  ASSERT_TRUE(stub_->InspectAttention(&ctx, ir, &inspect).ok());
+  GgufFile file(shared_model("stories260K.gguf"));
+  Tokenizer tok(file);
+  const std::vector<int32_t> ids = tok.encode(text, true);
+  const int n = static_cast<int>(ids.size());
+  EXPECT_EQ(std::vector<int32_t>(inspect.token_ids().begin(), inspect.token_ids().end()), ids);
+  ASSERT_EQ(inspect.heads_size(), 5 * 8);
+  testing::ReferenceLlama ref(file);
+  const auto want = ref.run(ids).probs;
+  for (const auto& h : inspect.heads()) {
+    ASSERT_EQ(h.weights_size(), n * (n + 1) / 2);
+    EXPECT_FALSE(h.label().empty());
+    EXPECT_GE(h.induction_score(), 0.0f);
+    int k = 0;
+    for (int t = 0; t < n; ++t) {
+      double sum = 0.0;
+      for (int u = 0; u <= t; ++u, ++k) {
+        sum += h.weights(k);
+        ASSERT_NEAR(h.weights(k), want[h.layer() * 8 + h.head()][t * n + u], 1e-5);
+      }
+      ASSERT_NEAR(sum, 1.0, 1e-5);
+    }
+  }
+
+  grpc::ClientContext ctx2;
+  pb::HeadImportanceRequest hr;
+  hr.set_prompt(text);
+  hr.set_loss_budget(0.02);
+  pb::HeadImportanceResponse imp;
+  ASSERT_TRUE(stub_->HeadImportance(&ctx2, hr, &imp).ok());
+  EXPECT_EQ(imp.n_tokens(), n - 1);
+  EXPECT_NEAR(imp.baseline_mean_logprob(), ref.run(ids, {}, true).prompt_logprob_sum / (n - 1), 1e-4);
+  ASSERT_EQ(imp.heads_size(), 40);
+  for (int i = 1; i < imp.heads_size(); ++i) EXPECT_GE(imp.heads(i - 1).drop(), imp.heads(i).drop());
+  // The top head, checked against the reference with that head zeroed.
+  const auto& top = imp.heads(0);
+  const double top_mean = ref.run(ids, {{top.layer(), top.head()}}, true).prompt_logprob_sum / (n - 1);
+  EXPECT_NEAR(top.mean_logprob(), top_mean, 1e-4);
+  EXPECT_GT(top.drop(), 0.0);
+  EXPECT_LE(imp.prunable_measured_drop(), 0.02);
+
+  const StreamResult r = good.join();
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens, solo("The cat", 150));
+  expect_all_blocks_free();
+}
+
+TEST_F(ServerE2E, InspectionRefusesBadInputNamingTheField) {
+  auto inspect_status = [&](const std::function<void(pb::InspectAttentionRequest&)>& edit) {
+    grpc::ClientContext ctx;
+    pb::InspectAttentionRequest r;
+    r.set_prompt("Once upon a time");
+    edit(r);
+    pb::InspectAttentionResponse out;
+    return stub_->InspectAttention(&ctx, r, &out);
+  };
+  grpc::Status s = inspect_status([](auto& r) { r.set_prompt(std::string(2000, 'a') + " b"); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("server.inspect_max_tokens"), std::string::npos) << s.error_message();
+  s = inspect_status([](auto& r) { r.set_induction_period(1); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("induction_period", 0), 0u) << s.error_message();
+  s = inspect_status([](auto& r) { r.add_prompt_token_ids(5); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  s = inspect_status([](auto& r) {
+    r.clear_prompt();
+    r.add_prompt_token_ids(1);
+    r.add_prompt_token_ids(9999);
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("prompt_token_ids[1]", 0), 0u) << s.error_message();
+
+  grpc::ClientContext ctx;
+  pb::HeadImportanceRequest hr;
+  hr.set_prompt("Once upon a time");
+  hr.set_loss_budget(-1);
+  pb::HeadImportanceResponse out;
+  s = stub_->HeadImportance(&ctx, hr, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("loss_budget", 0), 0u) << s.error_message();
+  expect_all_blocks_free();
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+// The two inspection RPCs as callback reactors. Each runs its engine requests through an
+// EngineFanOut and answers when they are all done; cancelling the call cancels them.
+#pragma once
+
+#include <memory>
+
+#include "engine_fan_out.h"
+#include "inference_service.h"
+
+namespace kvserve {
+
+class InspectAttentionCall : public grpc::ServerUnaryReactor {
+ public:
+  InspectAttentionCall(InferenceService& service, grpc::CallbackServerContext* ctx,
+                       const v1::InspectAttentionRequest* request, v1::InspectAttentionResponse* response);
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void answer(std::vector<Completion>& done);
+
+  InferenceService& service_;
+  v1::InspectAttentionResponse* response_;
+  std::shared_ptr<EngineFanOut> fan_out_;
+  std::vector<int32_t> prompt_ids_;
+  bool include_matrices_ = true;
+  int32_t period_ = 0;
+};
+
+class HeadImportanceCall : public grpc::ServerUnaryReactor {
+ public:
+  HeadImportanceCall(InferenceService& service, grpc::CallbackServerContext* ctx,
+                     const v1::HeadImportanceRequest* request, v1::HeadImportanceResponse* response);
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void rank(std::vector<Completion>& done);
+  void measure_joint(std::vector<Completion>& done);
+
+  InferenceService& service_;
+  v1::HeadImportanceResponse* response_;
+  struct Ranked {
+    int32_t layer, head;
+    double drop;
+  };
+  Request base_;                // the scored request every ablation copies
+  std::vector<Ranked> order_;   // heads, least important first
+  std::mutex mu_;
+  std::shared_ptr<EngineFanOut> fan_out_;  // the current phase: singles, then the joint check
+};
+
+}  // namespace kvserve

@@ -4,7 +4,7 @@
 # machine's own apt source. Checks grpc.health.v1 and a streamed Generate from the host against
 # a model mounted into the container, then removes what it started.
 # Usage: scripts/container-test.sh [BUILD_DIR]   (default build/; state goes to BUILD_DIR/container)
-# Needs root. Set KVSERVE_SKIP_CONTAINER=1 to skip (scripts/test.sh honours it too).
+# Needs root. .ci/run calls it after scripts/test.sh (KVSERVE_SKIP_CONTAINER=1 skips it there).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$(realpath -m "${1:-$root/build}")"

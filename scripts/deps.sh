@@ -11,10 +11,13 @@ set -euo pipefail
 #   libcli11-dev: command-line parsing for the tools, the server and the client.
 #   libcpp-httplib-dev: the Prometheus /metrics endpoint.
 #   ccache: keeps rebuilds in CI and on developer machines short.
+#   ocl-icd-opencl-dev: only a "Recommends" of libdnnl-dev, but Debian's oneDNN CMake package
+#     requires OpenCL to be found (a bare bookworm image fails at cmake without it).
 KVSERVE_BUILD_PACKAGES=(
   cmake g++ make ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libspdlog-dev libdnnl-dev nlohmann-json3-dev libgtest-dev libpcre2-dev libcli11-dev libcpp-httplib-dev
+  libspdlog-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libgtest-dev libpcre2-dev libcli11-dev
+  libcpp-httplib-dev
   python3
 )
 # Test dependencies.

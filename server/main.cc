@@ -42,12 +42,16 @@ int main(int argc, char** argv) {
   std::string config_path, model, listen, port_file;
   std::vector<std::string> overrides;
   int32_t threads = -1;
+  // A flag given twice takes its last value, so arguments appended to a container's ENTRYPOINT
+  // (`docker run IMAGE --listen ...`) override the image's own.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--config", config_path, "JSON config file (see configs/)");
   app.add_option("--model", model, "GGUF model (overrides model.path)");
   app.add_option("--listen", listen, "HOST:PORT to serve on (overrides server.listen)");
   app.add_option("--threads", threads, "compute threads (overrides model.num_threads)");
   app.add_option("--port-file", port_file, "write the bound port to this file");
-  app.add_option("--set", overrides, "override any config field: section.field=value (repeatable)");
+  app.add_option("--set", overrides, "override any config field: section.field=value (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI11_PARSE(app, argc, argv);
 
   kvserve::ServeConfig cfg;

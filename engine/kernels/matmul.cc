@@ -16,7 +16,8 @@ Linear::Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in)
   memory::desc sd({1, n_in_}, dt::f32, tag::ab), dd({1, n_out_}, dt::f32, tag::ab);
   memory::desc any({n_in_, n_out_}, dt::f32, tag::any);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(sd, any, dd), ctx_->engine);
-  weights_mem_ = memory(pd.weights_desc(), ctx_->engine);
+  packed_ = HugeBuffer(pd.weights_desc().get_size());
+  weights_mem_ = memory(pd.weights_desc(), ctx_->engine, packed_.data());
   dnnl::reorder(plain, weights_mem_).execute(ctx_->stream, plain, weights_mem_);
   ctx_->stream.wait();
 }

@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "huge_buffer.h"
+
 namespace kvserve {
 
 // The oneDNN engine and stream that every matmul of one model shares.
@@ -41,6 +43,7 @@ class Linear {
 
   DnnlContext* ctx_;
   int64_t n_out_, n_in_;
+  HugeBuffer packed_;         // the packed weights (declared before the memory that points into it)
   dnnl::memory weights_mem_;  // packed
   std::unordered_map<int64_t, std::unique_ptr<Cached>> cache_;  // key: m * 2 + accumulate
 };

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "huge_buffer.h"
+
 namespace kvserve {
 
 struct KvShape {
@@ -22,8 +24,8 @@ class KvStorage {
  public:
   KvStorage(const KvShape& shape, int32_t block_size, int32_t num_blocks);
 
-  float* k(int layer) { return k_[layer].data(); }
-  float* v(int layer) { return v_[layer].data(); }
+  float* k(int layer) { return k_[layer].floats(); }
+  float* v(int layer) { return v_[layer].floats(); }
   const KvShape& shape() const { return shape_; }
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }
@@ -37,7 +39,7 @@ class KvStorage {
   KvShape shape_;
   int32_t block_size_;
   int32_t num_blocks_;
-  std::vector<std::vector<float>> k_, v_;
+  std::vector<HugeBuffer> k_, v_;
 };
 
 }  // namespace kvserve

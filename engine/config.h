@@ -25,6 +25,9 @@ struct CacheOptions {
   int32_t num_blocks = 0;                // KV blocks to allocate; 0 = derive from memory_bytes
   int64_t memory_bytes = int64_t{1} << 30;  // KV budget in bytes, used when num_blocks is 0
   bool enable_prefix_caching = true;     // reuse the KV blocks of prompt prefixes already computed
+  // K/V element type: "f32", or "f16" (half the bytes per token, so twice the tokens in the same
+  // budget and half the bytes attention reads; llama.cpp's default cache type).
+  std::string dtype = "f32";
 };
 
 struct SchedulerOptions {

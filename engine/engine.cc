@@ -46,7 +46,8 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
     throw ConfigError("scheduler.max_model_len: " + std::to_string(so.max_model_len) +
                       " exceeds the model's context length " + std::to_string(hp.n_ctx_train));
 
-  const KvShape shape = model_->kv_shape();
+  KvShape shape = model_->kv_shape();
+  if (options_.cache.dtype == "f16") shape.element_bytes = 2;
   const int32_t bs = options_.cache.block_size;
   int64_t num_blocks = options_.cache.num_blocks;
   if (num_blocks == 0) {

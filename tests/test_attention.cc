@@ -20,8 +20,11 @@ struct Shape {
 
 class PagedAttention : public ::testing::TestWithParam<Shape> {};
 
-TEST_P(PagedAttention, MatchesDenseCausalAttention) {
-  const auto [n_head, n_kv, hd, bs] = GetParam();
+// KvT: the cache's element type. The reference uses the K and V the cache actually holds (for
+// _Float16, the inputs rounded to half precision), so the tolerance stays tight either way.
+template <class KvT>
+void check_against_dense(const Shape& shape) {
+  const auto [n_head, n_kv, hd, bs] = shape;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   // Three sequences of different lengths; from each, a chunk of its last tokens is "in the batch".
@@ -35,7 +38,7 @@ TEST_P(PagedAttention, MatchesDenseCausalAttention) {
   const int max_blocks = (64 + bs - 1) / bs;
   std::vector<int32_t> tables(seq_len.size() * max_blocks, -1);
   const size_t cache_n = static_cast<size_t>(num_blocks) * n_kv * bs * hd;
-  std::vector<float> kc(cache_n, NAN), vc(cache_n, NAN);  // NaN: reading an unwritten slot shows
+  std::vector<KvT> kc(cache_n, static_cast<KvT>(NAN)), vc(cache_n, static_cast<KvT>(NAN));  // NaN: reading an unwritten slot shows
   std::vector<std::vector<float>> K(seq_len.size()), V(seq_len.size()), Q(seq_len.size());
   size_t next_block = 0;
   std::vector<int32_t> token_seq, ctx;
@@ -52,6 +55,9 @@ TEST_P(PagedAttention, MatchesDenseCausalAttention) {
     std::vector<int64_t> slots;
     for (int p = 0; p < L; ++p) slots.push_back(int64_t{tables[s * max_blocks + p / bs]} * bs + p % bs);
     write_kv(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(), vc.data());
+    // From here on the reference sees what the cache holds.
+    for (auto& x : K[s]) x = static_cast<float>(static_cast<KvT>(x));
+    for (auto& x : V[s]) x = static_cast<float>(static_cast<KvT>(x));
     for (int p = L - chunk[s]; p < L; ++p) {
       token_seq.push_back(static_cast<int32_t>(s));
       ctx.push_back(p + 1);
@@ -87,6 +93,9 @@ TEST_P(PagedAttention, MatchesDenseCausalAttention) {
     }
   }
 }
+
+TEST_P(PagedAttention, MatchesDenseCausalAttention) { check_against_dense<float>(GetParam()); }
+TEST_P(PagedAttention, HalfCacheMatchesDenseOnTheRoundedKV) { check_against_dense<_Float16>(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,
                          ::testing::Values(Shape{4, 4, 16, 16},   // MHA

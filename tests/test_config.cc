@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
 #include "config.h"
 #include "server_options.h"
 
@@ -43,6 +45,7 @@ TEST(Config, ErrorsNameTheField) {
       {R"({"model": {"path": "m"}, "cache": {"blocksize": 16}})", "cache.blocksize: unknown field"},
       {R"({"model": {"path": "m"}, "cache": {"enable_prefix_caching": 1}})", "cache.enable_prefix_caching"},
       {R"({"model": {"path": "m"}, "cache": {"num_blocks": 99999999999}})", "cache.num_blocks"},
+      {R"({"model": {"path": "m"}, "cache": {"dtype": "int8"}})", "cache.dtype: expected \"f32\" or \"f16\""},
       {R"({"model": {"path": "m"}, "scheduler": {"max_num_seqs": -1}})", "scheduler.max_num_seqs"},
       {R"({"model": {"path": "m"}, "scheduler": {"max_num_seqs": 64, "max_num_batched_tokens": 8}})",
        "scheduler.max_num_batched_tokens"},
@@ -63,6 +66,23 @@ TEST(Config, ErrorsNameTheField) {
   }
   json c = json::object();
   EXPECT_THROW(apply_overrides(c, {"no_dot=1"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+// Every config the project ships loads and validates.
+TEST(Config, ShippedConfigsAreValid) {
+  for (const char* name : {"default.json", "throughput.json", "long-context.json"}) {
+    std::ifstream in(std::string(KVSERVE_SOURCE_DIR) + "/configs/" + name);
+    ASSERT_TRUE(in) << name;
+    EXPECT_EQ(error_of(json::parse(in)), "") << name;
+  }
+  std::ifstream in(std::string(KVSERVE_SOURCE_DIR) + "/configs/throughput.json");
+  EXPECT_EQ(serve_config_from_json(json::parse(in)).engine.cache.dtype, "f16");
 }
 
 }  // namespace

@@ -126,6 +126,31 @@ TEST(Engine, SmallCachePreemptsAndStillEqualsSolo) {
 
 TEST(Engine, SmallCachePreemptsSyntheticMha) { expect_batched_equals_solo(synthetic_mha(), 24, true); }
 
+TEST(Engine, HalfKvCacheBatchEqualsSoloAndHalvesBytesPerToken) {
+  const std::string model = synthetic_mha();
+  Workload w = make_workload(model, 5);
+  EngineOptions o = options(model, 512);
+  o.cache.dtype = "f16";
+  Engine engine(o);
+  EXPECT_EQ(engine.model_info().kv_element_bytes, 2);
+  EXPECT_EQ(engine.model_info().kv_bytes_per_token, 2 * 2 * 4 * 16 * 2);  // K,V x layers x KV heads x dim x 2
+  std::vector<std::vector<int32_t>> solo;
+  for (const Request& r : w.requests) {
+    auto sink = std::make_shared<QueueSink>();
+    ASSERT_TRUE(engine.submit(r, sink).ok());
+    solo.push_back(collect(*sink).tokens);
+  }
+  auto outs = run_staggered(engine, w.requests);
+  int same_as_f32 = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    EXPECT_EQ(outs[i].tokens, solo[i]) << "request " << i;
+    same_as_f32 += solo[i] == w.solo[i];
+  }
+  // Half-precision K/V moves logits by ~1e-3: greedy choices almost always stay the same.
+  EXPECT_GE(same_as_f32, 24) << "of 32 requests kept their f32 output";
+  std::printf("f16 KV cache: %d of 32 greedy outputs identical to f32\n", same_as_f32);
+}
+
 TEST(Engine, CancelMidPromptAndMidDecodeFreesBlocks) {
   const std::string model = synthetic_mha();
   Workload w = make_workload(model, 9);

@@ -10,22 +10,24 @@ namespace {
 constexpr int kLanes = 16;  // one AVX-512 register of floats (two AVX2 registers)
 }  // namespace
 
+template <class KvT>
 void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
-              int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache) {
-  const size_t bytes = head_dim * sizeof(float);
+              int n_kv, int head_dim, int block_size, KvT* k_cache, KvT* v_cache) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t block = slots[r] / block_size, off = slots[r] % block_size;
     for (int h = 0; h < n_kv; ++h) {
       const int64_t base = (block * n_kv + h) * block_size * head_dim;
       const float* kr = k + r * row_stride + h * head_dim;
-      for (int d = 0; d < head_dim; ++d) k_cache[base + int64_t{d} * block_size + off] = kr[d];
-      std::memcpy(v_cache + base + off * head_dim, v + r * row_stride + h * head_dim, bytes);
+      const float* vr = v + r * row_stride + h * head_dim;
+      for (int d = 0; d < head_dim; ++d) k_cache[base + int64_t{d} * block_size + off] = static_cast<KvT>(kr[d]);
+      for (int d = 0; d < head_dim; ++d) v_cache[base + off * head_dim + d] = static_cast<KvT>(vr[d]);
     }
   }
 }
 
-void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float* k_cache,
-                     const float* v_cache, const int32_t* block_tables, int32_t max_blocks,
+template <class KvT>
+void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* k_cache,
+                     const KvT* v_cache, const int32_t* block_tables, int32_t max_blocks,
                      const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv,
                      int head_dim, int block_size, float scale, float* out,
                      float* const* capture, const int64_t* capture_head_stride) {
@@ -46,7 +48,7 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float
 
         for (int p0 = 0; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
-          const float* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
+          const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
           const int n = std::min(block_size, ctx - p0);
           for (int g = 0; g < group; ++g) {
             const float* qg = qh + g * head_dim;
@@ -57,15 +59,15 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float
               float acc[kLanes] = {};
               for (int d = 0; d < head_dim; ++d) {
                 const float qd = qg[d];
-                const float* kd = kb + static_cast<int64_t>(d) * block_size + s0;
+                const KvT* kd = kb + static_cast<int64_t>(d) * block_size + s0;
 #pragma omp simd
-                for (int s = 0; s < kLanes; ++s) acc[s] += qd * kd[s];
+                for (int s = 0; s < kLanes; ++s) acc[s] += qd * static_cast<float>(kd[s]);
               }
               for (int s = 0; s < kLanes; ++s) sc[s0 + s] = acc[s] * scale;
             }
             for (int s = s0; s < n; ++s) {
               float dot = 0.0f;
-              for (int d = 0; d < head_dim; ++d) dot += qg[d] * kb[static_cast<int64_t>(d) * block_size + s];
+              for (int d = 0; d < head_dim; ++d) dot += qg[d] * static_cast<float>(kb[static_cast<int64_t>(d) * block_size + s]);
               sc[s] = dot * scale;
             }
           }
@@ -87,7 +89,7 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float
         }
         for (int p0 = 0; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
-          const float* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
+          const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
           const int n = std::min(block_size, ctx - p0);
           for (int g = 0; g < group; ++g) {
             const float* w = scores.data() + static_cast<size_t>(g) * ctx + p0;
@@ -99,19 +101,30 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const float
               for (int k = 0; k < kLanes; ++k) acc[k] = o[d0 + k];
               for (int s = 0; s < n; ++s) {
                 const float ws = w[s];
-                const float* vr = vb + static_cast<int64_t>(s) * head_dim + d0;
+                const KvT* vr = vb + static_cast<int64_t>(s) * head_dim + d0;
 #pragma omp simd
-                for (int k = 0; k < kLanes; ++k) acc[k] += ws * vr[k];
+                for (int k = 0; k < kLanes; ++k) acc[k] += ws * static_cast<float>(vr[k]);
               }
               for (int k = 0; k < kLanes; ++k) o[d0 + k] = acc[k];
             }
             for (int s = 0; s < n; ++s)
-              for (int d = d0; d < head_dim; ++d) o[d] += w[s] * vb[static_cast<int64_t>(s) * head_dim + d];
+              for (int d = d0; d < head_dim; ++d) o[d] += w[s] * static_cast<float>(vb[static_cast<int64_t>(s) * head_dim + d]);
           }
         }
       }
     }
   }
 }
+
+template void write_kv<float>(const float*, const float*, int64_t, int64_t, const int64_t*, int, int, int, float*,
+                              float*);
+template void write_kv<_Float16>(const float*, const float*, int64_t, int64_t, const int64_t*, int, int, int,
+                                 _Float16*, _Float16*);
+template void paged_attention<float>(const float*, int64_t, int64_t, const float*, const float*, const int32_t*,
+                                     int32_t, const int32_t*, const int32_t*, int, int, int, int, float, float*,
+                                     float* const*, const int64_t*);
+template void paged_attention<_Float16>(const float*, int64_t, int64_t, const _Float16*, const _Float16*,
+                                        const int32_t*, int32_t, const int32_t*, const int32_t*, int, int, int, int,
+                                        float, float*, float* const*, const int64_t*);
 
 }  // namespace kvserve

@@ -8,18 +8,23 @@ namespace kvserve {
 KvStorage::KvStorage(const KvShape& shape, int32_t block_size, int32_t num_blocks)
     : shape_(shape), block_size_(block_size), num_blocks_(num_blocks) {
   if (block_size <= 0 || num_blocks <= 0) throw std::invalid_argument("KvStorage: empty cache");
-  const size_t per_layer = static_cast<size_t>(num_blocks) * shape.n_kv_heads * block_size * shape.head_dim;
+  if (shape.element_bytes != 4 && shape.element_bytes != 2)
+    throw std::invalid_argument("KvStorage: K/V elements are 4 (f32) or 2 (f16) bytes");
+  const size_t per_layer =
+      static_cast<size_t>(num_blocks) * shape.n_kv_heads * block_size * shape.head_dim * shape.element_bytes;
   for (int l = 0; l < shape.n_layers; ++l) {
-    k_.emplace_back(per_layer * sizeof(float));
-    v_.emplace_back(per_layer * sizeof(float));
+    k_.emplace_back(per_layer);
+    v_.emplace_back(per_layer);
   }
 }
 
 void KvStorage::copy_block(int32_t src, int32_t dst) {
-  const size_t n = static_cast<size_t>(shape_.n_kv_heads) * block_size_ * shape_.head_dim;
+  const size_t n = static_cast<size_t>(shape_.n_kv_heads) * block_size_ * shape_.head_dim * shape_.element_bytes;
   for (int l = 0; l < shape_.n_layers; ++l) {
-    std::copy_n(k_[l].floats() + src * n, n, k_[l].floats() + dst * n);
-    std::copy_n(v_[l].floats() + src * n, n, v_[l].floats() + dst * n);
+    const auto* k = static_cast<const char*>(k_[l].data());
+    const auto* v = static_cast<const char*>(v_[l].data());
+    std::copy_n(k + src * n, n, static_cast<char*>(k_[l].data()) + dst * n);
+    std::copy_n(v + src * n, n, static_cast<char*>(v_[l].data()) + dst * n);
   }
 }
 

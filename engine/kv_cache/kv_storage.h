@@ -13,7 +13,7 @@ struct KvShape {
   int32_t n_layers = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
-  int32_t element_bytes = 4;  // float32 K/V
+  int32_t element_bytes = 4;  // 4: float K/V; 2: _Float16 K/V
   // 2 (K and V) · layers · KV heads · head dim · bytes per element.
   int64_t bytes_per_token() const {
     return int64_t{2} * n_layers * n_kv_heads * head_dim * element_bytes;
@@ -24,8 +24,12 @@ class KvStorage {
  public:
   KvStorage(const KvShape& shape, int32_t block_size, int32_t num_blocks);
 
-  float* k(int layer) { return k_[layer].floats(); }
-  float* v(int layer) { return v_[layer].floats(); }
+  // The layer's K or V as T (float when element_bytes is 4, _Float16 when it is 2).
+  template <class T>
+  T* k(int layer) { return static_cast<T*>(k_[layer].data()); }
+  template <class T>
+  T* v(int layer) { return static_cast<T*>(v_[layer].data()); }
+  bool half() const { return shape_.element_bytes == 2; }
   const KvShape& shape() const { return shape_; }
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }

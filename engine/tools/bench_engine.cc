@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch-prompt", batch_prompt, "prompt tokens per sequence in batch runs")->capture_default_str();
   app.add_option("--batch-gen", batch_gen, "generated tokens per sequence in batch runs")->capture_default_str();
   app.add_option("--threads", threads, "compute threads (0 = all cores)");
+  std::string kv_dtype = "f32";
+  app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32 or f16")->capture_default_str();
   app.add_option("--json", json_out, "also write the results as JSON here");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
   o.scheduler.max_num_batched_tokens = std::max(prompt_len, 2048);
   o.scheduler.max_waiting = 4096;
   o.cache.block_size = 16;
+  o.cache.dtype = kv_dtype;
   const int64_t tokens = std::max<int64_t>(prompt_len + gen, int64_t{max_batch} * (batch_prompt + batch_gen)) + 64;
   o.cache.num_blocks = static_cast<int32_t>((tokens + 15) / 16 + max_batch);
   std::unique_ptr<Engine> engine;
@@ -171,8 +174,8 @@ int main(int argc, char** argv) {
   const double peak = kvserve::measure_fma_peak();
   const double decode_limit = bw / weight_bytes;
   const double compute_limit = peak / (2.0 * matmul_params);
-  std::printf("model %s: %.1fM params (%s weights held as F32), %d threads\n", model.c_str(), mi.n_params / 1e6,
-              mi.weight_type.c_str(), threads);
+  std::printf("model %s: %.1fM params (%s weights held as F32), %s KV cache, %d threads\n", model.c_str(),
+              mi.n_params / 1e6, mi.weight_type.c_str(), kv_dtype.c_str(), threads);
   std::printf("machine: memory bandwidth %.1f GB/s, fp32 FMA peak %.1f GFLOP/s\n", bw / 1e9, peak / 1e9);
   std::printf("limits: decode %.1f tok/s (bandwidth / %.0f MB of weights), compute %.1f tok/s (peak / 2 x params)\n",
               decode_limit, weight_bytes / 1e6, compute_limit);
@@ -188,6 +191,7 @@ int main(int argc, char** argv) {
     j["model"] = model;
     j["params"] = mi.n_params;
     j["weight_type"] = mi.weight_type;
+    j["kv_dtype"] = kv_dtype;
     j["bandwidth_gbs"] = bw / 1e9;
     j["fma_peak_gflops"] = peak / 1e9;
     j["decode_limit_tps"] = decode_limit;

@@ -1,5 +1,11 @@
 #include "kernels/attention.h"
 
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,6 +14,21 @@
 namespace kvserve {
 namespace {
 constexpr int kLanes = 16;  // one AVX-512 register of floats (two AVX2 registers)
+
+// 16 cache values as floats. For half precision, the hardware converter where there is one
+// (GCC does not vectorise _Float16 -> float conversions in the loops by itself).
+inline void load_lanes(const float* p, float* out) { std::memcpy(out, p, kLanes * sizeof(float)); }
+inline void load_lanes(const _Float16* p, float* out) {
+#if defined(__AVX512F__)
+  _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#elif defined(__F16C__)
+  _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8))));
+#else
+  for (int i = 0; i < kLanes; ++i) out[i] = static_cast<float>(p[i]);
+#endif
+}
+
 }  // namespace
 
 template <class KvT>
@@ -59,9 +80,10 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* 
               float acc[kLanes] = {};
               for (int d = 0; d < head_dim; ++d) {
                 const float qd = qg[d];
-                const KvT* kd = kb + static_cast<int64_t>(d) * block_size + s0;
+                float kd[kLanes];
+                load_lanes(kb + static_cast<int64_t>(d) * block_size + s0, kd);
 #pragma omp simd
-                for (int s = 0; s < kLanes; ++s) acc[s] += qd * static_cast<float>(kd[s]);
+                for (int s = 0; s < kLanes; ++s) acc[s] += qd * kd[s];
               }
               for (int s = 0; s < kLanes; ++s) sc[s0 + s] = acc[s] * scale;
             }
@@ -101,9 +123,10 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* 
               for (int k = 0; k < kLanes; ++k) acc[k] = o[d0 + k];
               for (int s = 0; s < n; ++s) {
                 const float ws = w[s];
-                const KvT* vr = vb + static_cast<int64_t>(s) * head_dim + d0;
+                float vr[kLanes];
+                load_lanes(vb + static_cast<int64_t>(s) * head_dim + d0, vr);
 #pragma omp simd
-                for (int k = 0; k < kLanes; ++k) acc[k] += ws * static_cast<float>(vr[k]);
+                for (int k = 0; k < kLanes; ++k) acc[k] += ws * vr[k];
               }
               for (int k = 0; k < kLanes; ++k) o[d0 + k] = acc[k];
             }

@@ -4,6 +4,8 @@
 #           machine's bandwidth and FMA peak measured in the same run
 #   serving: kvserve-bench over gRPC against a fresh server on the ~110M shape
 # --quick skips the ~1B shape (a 4 GB model) and shortens the serving runs.
+# KVSERVE_KV_DTYPE=f32|f16 (default f16, llama.cpp's default cache type, which its published
+# figures used) sets the KV cache element type of every run.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVSERVE_BUILD_DIR:-$root/build}"
@@ -15,14 +17,15 @@ quick=0
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-bench kvserve-bench-engine kvserve-mkmodel
 mkdir -p "$out" "$build/models"
-bench_engine="$build/engine/kvserve-bench-engine"
+kv_dtype="${KVSERVE_KV_DTYPE:-f16}"
+bench_engine=("$build/engine/kvserve-bench-engine" --kv-dtype "$kv_dtype")
 
-"$bench_engine" --models-dir "$build/models" --dim 288 --layers 6 --heads 6 --kv-heads 6 --ffn 768 \
+"${bench_engine[@]}" --models-dir "$build/models" --dim 288 --layers 6 --heads 6 --kv-heads 6 --ffn 768 \
   --vocab 32000 --json "$out/engine-15m.json" | tee "$out/engine-15m.txt"
-"$bench_engine" --models-dir "$build/models" --dim 768 --layers 12 --heads 12 --kv-heads 12 --ffn 2048 \
+"${bench_engine[@]}" --models-dir "$build/models" --dim 768 --layers 12 --heads 12 --kv-heads 12 --ffn 2048 \
   --vocab 32000 --json "$out/engine-110m.json" | tee "$out/engine-110m.txt"
 if [ "$quick" = 0 ]; then
-  "$bench_engine" --models-dir "$build/models" --dim 2048 --layers 16 --heads 16 --kv-heads 16 --ffn 5632 \
+  "${bench_engine[@]}" --models-dir "$build/models" --dim 2048 --layers 16 --heads 16 --kv-heads 16 --ffn 5632 \
     --vocab 32000 --batches 1,4 --gen 32 --json "$out/engine-1b.json" | tee "$out/engine-1b.txt"
 fi
 
@@ -32,7 +35,7 @@ serve_and_bench() {  # name, prefix caching (true/false), then kvserve-bench arg
   rm -f "$out/port"
   "$build/server/kvserve" --model "$build/models/bench-d768-l12-h12-kv12-f2048-v32000-f32.gguf" \
     --listen 127.0.0.1:0 --port-file "$out/port" --set cache.memory_bytes=2147483648 \
-    --set cache.enable_prefix_caching="$caching" \
+    --set cache.enable_prefix_caching="$caching" --set cache.dtype="\"$kv_dtype\"" \
     --set scheduler.max_num_batched_tokens=512 --set 'server.log_level="warn"' > "$out/server-$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1200); do [ -f "$out/port" ] && break; sleep 0.1; done
@@ -65,7 +68,7 @@ for name in ("15m", "110m", "1b"):
                 f"{100*j['decode1_tps']/j['decode_limit_tps']:.0f}% | {agg} |")
 j = json.load(open(os.path.join(out, "engine-110m.json")))
 rows.append("")
-rows.append(f"Machine: bandwidth {j['bandwidth_gbs']:.1f} GB/s, fp32 FMA peak {j['fma_peak_gflops']:.0f} GFLOP/s.")
+rows.append(f"Machine: bandwidth {j['bandwidth_gbs']:.1f} GB/s, fp32 FMA peak {j['fma_peak_gflops']:.0f} GFLOP/s; KV cache {j.get('kv_dtype', 'f32')}.")
 rows += ["", "| serving (~110M) | output tok/s | TTFT mean / p99 (ms) | TPOT mean / p99 (ms) | E2E p50 (ms) |",
          "|---|---|---|---|---|"]
 for name in ("c1", "c4", "c16", "c16-p512", "prefix-on", "prefix-off"):

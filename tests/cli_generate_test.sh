@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's promise, run as a person would: kvserve-generate prints exactly the public
 # reference continuation; kvserve-tokenize prints the ids; and against a running server,
-# kvserve-cli health/generate/info work.
+# kvserve-cli health/generate/info/head-importance work.
 # Usage: cli_generate_test.sh BIN_DIR SHARED_MODELS_DIR REQUIRE_SHARED(0|1)
 set -euo pipefail
 bin="$1"; models="$2"; require="$3"
@@ -32,4 +32,10 @@ text=$("$bin/server/kvserve-cli" --addr "$addr" generate "Once upon a time" --ma
 [ "$text" = ", there was a little girl" ] || { echo "cli generate printed '$text'"; exit 1; }
 "$bin/server/kvserve-cli" --addr "$addr" info | grep -q "KV bytes per token: 2 x 5 layers x 4 KV heads x 8 head dim x 4 bytes = 1280"
 grep -q "Maximum concurrency for 2048 tokens per request" "$out/server.log"
+# head-importance, as the README shows it: 40 heads ranked, the top ones printed, a prunable set.
+"$bin/server/kvserve-cli" --addr "$addr" head-importance --text "$models/stories260K.expected.txt" --top 5 \
+  > "$out/importance.txt"
+grep -q "^200 tokens scored, baseline mean log-likelihood -0.47" "$out/importance.txt"
+[ "$(grep -cE '^ +[0-9]+ +[0-4] +[0-7] ' "$out/importance.txt")" = 5 ] || { cat "$out/importance.txt"; exit 1; }
+grep -q "^prunable within a budget of 0.0100 nats/token" "$out/importance.txt"
 echo "cli walkthrough: all checks passed"

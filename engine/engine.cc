@@ -64,6 +64,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
 
   info_.name = hp.name;
   info_.weight_type = tensor_type_name(hp.weight_type);
+  info_.weights_held_as = tensor_type_name(hp.held_as);
   info_.n_params = hp.n_params;
   info_.n_layer = hp.n_layer;
   info_.n_head = hp.n_head;

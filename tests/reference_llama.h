@@ -15,7 +15,9 @@ namespace kvserve::testing {
 
 class ReferenceLlama {
  public:
-  explicit ReferenceLlama(const GgufFile& f) : f_(f) {
+  // bf16_inputs: round every matrix product's input vector to BF16 first (round to nearest even),
+  // as a model whose weights are held and multiplied in BF16 does; everything else stays float64.
+  explicit ReferenceLlama(const GgufFile& f, bool bf16_inputs = false) : f_(f), bf16_inputs_(bf16_inputs) {
     auto geti = [&](const char* k) { return static_cast<int>(f.get(k).as_int(k)); };
     d_ = geti("llama.embedding_length");
     layers_ = geti("llama.block_count");
@@ -124,7 +126,9 @@ class ReferenceLlama {
     }
     return out;
   }
-  static std::vector<double> matvec(const std::vector<double>& m, const std::vector<double>& x, int rows, int cols) {
+  std::vector<double> matvec(const std::vector<double>& m, std::vector<double> x, int rows, int cols) const {
+    if (bf16_inputs_)
+      for (double& e : x) e = bf16_to_fp32(fp32_to_bf16(static_cast<float>(e)));
     std::vector<double> y(rows, 0.0);
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) y[r] += m[static_cast<size_t>(r) * cols + c] * x[c];
@@ -149,6 +153,7 @@ class ReferenceLlama {
   }
 
   const GgufFile& f_;
+  bool bf16_inputs_;
   int d_, layers_, heads_, kv_heads_, ff_, hd_, rot_, vocab_;
   double base_, eps_;
 };

@@ -17,13 +17,20 @@ namespace kvserve {
 struct DnnlContext {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  // True where the CPU multiplies BF16 natively (AVX-512 BF16 or AMX): BF16 weights then stay
+  // BF16 in memory, half the bytes each step streams.
+  bool bf16_native = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) &
+                      static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16)) ==
+                     static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
 };
 
 class Linear {
  public:
   // w: [n_out, n_in] row-major (ggml's [out][in]); reordered once into the blocked layout
   // oneDNN picks for this shape (the same for every batch height), held by this object.
-  Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in);
+  // bf16: hold W as BF16 (exact for weights that were BF16 in the file) and multiply in BF16
+  // with F32 accumulation; each call then rounds x to BF16 first.
+  Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in, bool bf16 = false);
   Linear(Linear&&) = default;
 
   // x: [m, n_in], y: [m, n_out]. accumulate: y += x·Wᵀ (the residual add, fused as a post-op).
@@ -38,11 +45,15 @@ class Linear {
   struct Cached {
     dnnl::matmul primitive;
     dnnl::memory src, dst;
+    dnnl::reorder to_bf16;     // x (F32) -> src_bf16, when the weights are BF16
+    dnnl::memory src_bf16;
+    std::vector<uint16_t> src_bf16_buf;
   };
   Cached& primitive_for(int64_t m, bool accumulate);
 
   DnnlContext* ctx_;
   int64_t n_out_, n_in_;
+  bool bf16_;
   HugeBuffer packed_;         // the packed weights (declared before the memory that points into it)
   dnnl::memory weights_mem_;  // packed
   std::unordered_map<int64_t, std::unique_ptr<Cached>> cache_;  // key: m * 2 + accumulate

@@ -115,14 +115,17 @@ LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
 LlamaModel::LlamaModel(const GgufFile& f)
     : hp_(LlamaHparams::from_gguf(f)), dnnl_(std::make_unique<DnnlContext>()) {
   const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff;
+  // F16 (and BF16 without native support) is widened to F32 at load; the values are exact.
+  const bool bf16 = hp_.weight_type == TensorType::kBF16 && dnnl_->bf16_native;
+  hp_.held_as = bf16 ? TensorType::kBF16 : TensorType::kF32;
   const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
   embedding_ = load_tensor(f, "token_embd.weight", {d, v});
   out_norm_ = load_tensor(f, "output_norm.weight", {d});
   if (hp_.tied_output) {
-    output_ = std::make_unique<Linear>(*dnnl_, embedding_.data(), v, d);
+    output_ = std::make_unique<Linear>(*dnnl_, embedding_.data(), v, d, bf16);
   } else {
     auto w = load_tensor(f, "output.weight", {d, v});
-    output_ = std::make_unique<Linear>(*dnnl_, w.data(), v, d);
+    output_ = std::make_unique<Linear>(*dnnl_, w.data(), v, d, bf16);
   }
   layers_.resize(hp_.n_layer);
   for (int l = 0; l < hp_.n_layer; ++l) {
@@ -134,14 +137,14 @@ LlamaModel::LlamaModel(const GgufFile& f)
     std::vector<float> qkv = load_tensor(f, p + "attn_q.weight", {d, d});
     append(qkv, load_tensor(f, p + "attn_k.weight", {d, kvd}));
     append(qkv, load_tensor(f, p + "attn_v.weight", {d, kvd}));
-    L.qkv = std::make_unique<Linear>(*dnnl_, qkv.data(), d + 2 * kvd, d);
+    L.qkv = std::make_unique<Linear>(*dnnl_, qkv.data(), d + 2 * kvd, d, bf16);
     auto wo = load_tensor(f, p + "attn_output.weight", {d, d});
-    L.wo = std::make_unique<Linear>(*dnnl_, wo.data(), d, d);
+    L.wo = std::make_unique<Linear>(*dnnl_, wo.data(), d, d, bf16);
     std::vector<float> gu = load_tensor(f, p + "ffn_gate.weight", {d, ff});
     append(gu, load_tensor(f, p + "ffn_up.weight", {d, ff}));
-    L.gate_up = std::make_unique<Linear>(*dnnl_, gu.data(), 2 * ff, d);
+    L.gate_up = std::make_unique<Linear>(*dnnl_, gu.data(), 2 * ff, d, bf16);
     auto down = load_tensor(f, p + "ffn_down.weight", {ff, d});
-    L.down = std::make_unique<Linear>(*dnnl_, down.data(), d, ff);
+    L.down = std::make_unique<Linear>(*dnnl_, down.data(), d, ff, bf16);
   }
 }
 

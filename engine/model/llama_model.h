@@ -29,6 +29,7 @@ struct LlamaHparams {
   float rms_eps = 1e-5f;
   bool tied_output = false;   // no output.weight: the embedding doubles as the classifier
   TensorType weight_type = TensorType::kF32;  // as stored in the file
+  TensorType held_as = TensorType::kF32;      // as held in memory: BF16 where the CPU multiplies it natively
   int64_t n_params = 0;
 
   static LlamaHparams from_gguf(const GgufFile& file);

@@ -58,6 +58,7 @@ EngineOptions engine_options_from_json(const json& config) {
   const json& m = section(config, "model");
   read(m, "model", "path", o.model.path, seen);
   read(m, "model", "num_threads", o.model.num_threads, seen);
+  read(m, "model", "keep_bf16", o.model.keep_bf16, seen);
   reject_unknown(m, "model", seen);
 
   seen.clear();

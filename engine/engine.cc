@@ -34,7 +34,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
   validate(options_);
   file_ = std::make_unique<GgufFile>(options_.model.path);
   tokenizer_ = std::make_unique<Tokenizer>(*file_);
-  model_ = std::make_unique<LlamaModel>(*file_);
+  model_ = std::make_unique<LlamaModel>(*file_, options_.model.keep_bf16);
   const LlamaHparams& hp = model_->hparams();
   if (tokenizer_->vocab_size() != hp.n_vocab)
     throw ConfigError(options_.model.path + ": tokenizer has " + std::to_string(tokenizer_->vocab_size()) +

@@ -32,9 +32,9 @@ int argmax(const std::vector<float>& v) {
 
 // Greedy from `prompt` with both implementations, comparing logits at every step.
 void expect_matches_reference(const std::string& path, const std::vector<int32_t>& prompt, int n_new,
-                              double tol) {
+                              double tol, bool keep_bf16 = false) {
   GgufFile file(path);
-  LlamaModel model(file);
+  LlamaModel model(file, keep_bf16);
   // Weights held in BF16 (CPUs that multiply BF16 natively) round each product's input to BF16:
   // the reference does the same, and the tolerance allows for F32 against float64 accumulation
   // moving an input across a BF16 rounding boundary now and then.
@@ -79,8 +79,10 @@ TEST(ModelVsReference, SyntheticShapes) {
   SyntheticSpec bf16{.dim = 32, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 32, .vocab = 270,
                      .dtype = TensorType::kBF16, .seed = 11};
   expect_matches_reference(temp_model(bf16, "ref-bf16"), {1, 3, 4}, 8, 1e-4);
-  std::printf("BF16 weights held as %s\n",
-              tensor_type_name(LlamaModel(GgufFile(temp_model(bf16, "ref-bf16"))).hparams().held_as));
+  // Kept as BF16 (where the CPU multiplies BF16 natively; elsewhere this is the F32 path again).
+  expect_matches_reference(temp_model(bf16, "ref-bf16"), {1, 3, 4}, 8, 1e-4, /*keep_bf16=*/true);
+  std::printf("BF16 weights with model.keep_bf16 held as %s\n",
+              tensor_type_name(LlamaModel(GgufFile(temp_model(bf16, "ref-bf16")), true).hparams().held_as));
 }
 
 // Runs each sequence alone, then all of them together with staggered starts, chunked prompts

@@ -112,11 +112,11 @@ LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
   return hp;
 }
 
-LlamaModel::LlamaModel(const GgufFile& f)
+LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16)
     : hp_(LlamaHparams::from_gguf(f)), dnnl_(std::make_unique<DnnlContext>()) {
   const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff;
   // F16 (and BF16 without native support) is widened to F32 at load; the values are exact.
-  const bool bf16 = hp_.weight_type == TensorType::kBF16 && dnnl_->bf16_native;
+  const bool bf16 = keep_bf16 && hp_.weight_type == TensorType::kBF16 && dnnl_->bf16_native;
   hp_.held_as = bf16 ? TensorType::kBF16 : TensorType::kF32;
   const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
   embedding_ = load_tensor(f, "token_embd.weight", {d, v});

@@ -38,7 +38,8 @@ struct LlamaHparams {
 class LlamaModel {
  public:
   // Reads hyperparameters and weights; GgufError names the tensor or key that is wrong.
-  explicit LlamaModel(const GgufFile& file);
+  // keep_bf16: hold BF16 weights as BF16 where the CPU multiplies BF16 natively (else F32).
+  explicit LlamaModel(const GgufFile& file, bool keep_bf16 = false);
 
   const LlamaHparams& hparams() const { return hp_; }
   KvShape kv_shape() const { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, 4}; }

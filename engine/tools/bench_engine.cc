@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch-gen", batch_gen, "generated tokens per sequence in batch runs")->capture_default_str();
   app.add_option("--threads", threads, "compute threads (0 = all cores)");
   std::string kv_dtype = "f32";
+  bool keep_bf16 = false;
+  app.add_flag("--keep-bf16", keep_bf16, "hold BF16 weights as BF16 (model.keep_bf16)");
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32 or f16")->capture_default_str();
   app.add_option("--json", json_out, "also write the results as JSON here");
   CLI11_PARSE(app, argc, argv);
@@ -127,6 +129,7 @@ int main(int argc, char** argv) {
   kvserve::EngineOptions o;
   o.model.path = model;
   o.model.num_threads = threads;
+  o.model.keep_bf16 = keep_bf16;
   o.scheduler.max_num_seqs = std::max(max_batch, 1);
   o.scheduler.max_num_batched_tokens = std::max(prompt_len, 2048);
   o.scheduler.max_waiting = 4096;
@@ -148,7 +151,7 @@ int main(int argc, char** argv) {
   const int64_t emb = int64_t{mi.n_vocab} * mi.n_embd;
   const bool tied = mi.n_params < 2 * emb + int64_t{mi.n_layer} * mi.n_embd * mi.n_embd;
   const int64_t matmul_params = mi.n_params - (tied ? 0 : emb);
-  const double weight_bytes = 4.0 * matmul_params;  // weights are held as F32
+  const double weight_bytes = (mi.weights_held_as == "BF16" ? 2.0 : 4.0) * matmul_params;  // as held in memory
 
   std::mt19937 rng(1234);
 

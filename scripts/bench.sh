@@ -22,8 +22,11 @@ bench_engine=("$build/engine/kvserve-bench-engine" --kv-dtype "$kv_dtype")
 
 "${bench_engine[@]}" --models-dir "$build/models" --dim 288 --layers 6 --heads 6 --kv-heads 6 --ffn 768 \
   --vocab 32000 --json "$out/engine-15m.json" | tee "$out/engine-15m.txt"
+# The serving c16 workload in process too, so the table can say what the gRPC path costs.
+n=64; [ "$quick" = 1 ] && n=16
 "${bench_engine[@]}" --models-dir "$build/models" --dim 768 --layers 12 --heads 12 --kv-heads 12 --ffn 2048 \
-  --vocab 32000 --json "$out/engine-110m.json" | tee "$out/engine-110m.txt"
+  --vocab 32000 --closed-loop-requests "$n" --closed-loop-concurrency 16 --json "$out/engine-110m.json" \
+  | tee "$out/engine-110m.txt"
 if [ "$quick" = 0 ]; then
   "${bench_engine[@]}" --models-dir "$build/models" --dim 2048 --layers 16 --heads 16 --kv-heads 16 --ffn 5632 \
     --vocab 32000 --batches 1,4 --gen 32 --json "$out/engine-1b.json" | tee "$out/engine-1b.txt"
@@ -43,7 +46,6 @@ serve_and_bench() {  # name, prefix caching (true/false), then kvserve-bench arg
     | tee "$out/serving-$name.txt"
   kill -TERM "$pid"; wait "$pid" || true
 }
-n=64; [ "$quick" = 1 ] && n=16
 serve_and_bench c1 true --num-requests 8 --concurrency 1 --prompt-len 128 --output-len 128
 serve_and_bench c4 true --num-requests "$n" --concurrency 4 --prompt-len 128 --output-len 128
 serve_and_bench c16 true --num-requests "$n" --concurrency 16 --prompt-len 128 --output-len 128
@@ -79,6 +81,12 @@ for name in ("c1", "c4", "c16", "c16-p512", "prefix-on", "prefix-off"):
     rows.append(f"| {label} | {s['output_throughput']:.1f} | "
                 f"{s['ttft']['mean_ms']:.0f} / {s['ttft']['p99_ms']:.0f} | {s['tpot']['mean_ms']:.1f} / "
                 f"{s['tpot']['p99_ms']:.1f} | {s['e2e']['p50_ms']:.0f} |")
+cl = j.get("closed_loop")
+c16 = os.path.join(out, "serving-c16.json")
+if cl and os.path.exists(c16):
+    grpc_tps = json.load(open(c16))["output_throughput"]
+    rows += ["", f"The same c16 workload in process (no gRPC): {cl['output_tps']:.1f} output tok/s; "
+                 f"over gRPC {grpc_tps:.1f} = {100 * grpc_tps / cl['output_tps']:.0f}% of it."]
 open(os.path.join(out, "results.md"), "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY

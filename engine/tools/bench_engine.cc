@@ -84,6 +84,26 @@ double aggregate_decode(Engine& engine, int batch, int prompt_len, int gen, int 
   return (tokens - tokens0) / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// The serving benchmark's workload without gRPC: n requests, at most `concurrency` at a time
+// (a new one as soon as one finishes), output tokens/s over the whole run, prompts included.
+// kvserve-bench's figure for the same workload over gRPC, divided by this, is what gRPC costs.
+double closed_loop(Engine& engine, int n, int concurrency, int prompt_len, int gen, int vocab, std::mt19937& rng) {
+  std::atomic<int64_t> tokens = 0;
+  std::atomic<int> firsts = 0, done = 0;
+  const auto t0 = Clock::now();
+  int submitted = 0;
+  while (done < n) {
+    while (submitted < n && submitted - done < concurrency) {
+      if (!engine.submit(make_request(prompt_len, gen, vocab, rng), std::make_shared<CountingSink>(tokens, firsts, done))
+               .ok())
+        throw std::runtime_error("submit refused");
+      ++submitted;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return tokens / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +132,10 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-bf16", keep_bf16, "hold BF16 weights as BF16 (model.keep_bf16)");
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32 or f16")->capture_default_str();
   app.add_option("--json", json_out, "also write the results as JSON here");
+  int closed_n = 0, closed_c = 16;
+  app.add_option("--closed-loop-requests", closed_n,
+                 "also run kvserve-bench's workload in process: this many requests (0 = skip)");
+  app.add_option("--closed-loop-concurrency", closed_c, "at most this many at a time")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
@@ -169,6 +193,8 @@ int main(int argc, char** argv) {
   }
   std::vector<std::pair<int, double>> agg;
   for (int b : batches) agg.emplace_back(b, aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng));
+  const double closed_tps =
+      closed_n > 0 ? closed_loop(*engine, closed_n, closed_c, batch_prompt, batch_gen, vocab, rng) : 0.0;
 
   // Measured after the engine runs: an OpenMP team made on this thread earlier would make
   // libgomp throttle the engine team's barrier spinning.
@@ -188,6 +214,9 @@ int main(int argc, char** argv) {
   for (auto [b, tps] : agg)
     std::printf("aggregate decode, %2d sequences: %.1f tok/s = %.1f%% of compute limit\n", b, tps,
                 100 * tps / compute_limit);
+  if (closed_n > 0)
+    std::printf("closed loop (%d requests, %d at a time, %d in / %d out): %.1f output tok/s, prompts included\n",
+                closed_n, closed_c, batch_prompt, batch_gen, closed_tps);
 
   if (!json_out.empty()) {
     nlohmann::json j;
@@ -204,6 +233,7 @@ int main(int argc, char** argv) {
     j["prompt_tps"] = prompt_tps;
     j["decode1_tps"] = decode_tps;
     for (auto [b, tps] : agg) j["aggregate_decode_tps"][std::to_string(b)] = tps;
+    if (closed_n > 0) j["closed_loop"] = {{"requests", closed_n}, {"concurrency", closed_c}, {"output_tps", closed_tps}};
     std::ofstream(json_out) << j.dump(2) << "\n";
   }
   return 0;

@@ -27,7 +27,9 @@ else
   export OMP_NUM_THREADS=1
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
 fi
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_NATIVE=ON \
+# -Werror off: GCC 12 reports maybe-uninitialized inside libstdc++ (std::regex, std::function)
+# under sanitizer instrumentation; the Release build in CI keeps warnings as errors.
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_NATIVE=ON -DKVSERVE_WERROR=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="${flags%% -fno*}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 cd "$build" && ctest --output-on-failure -j "$(nproc)" "${labels[@]}" "$@"

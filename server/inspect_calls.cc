@@ -94,8 +94,7 @@ InspectAttentionCall::InspectAttentionCall(InferenceService& service, grpc::Call
   include_matrices_ = !request->has_include_matrices() || request->include_matrices();
   period_ = request->has_induction_period() ? request->induction_period() : kDefaultPeriod;
   const int32_t max_period = std::min((service_.inspect_max_tokens() - 1) / 2, engine.model_info().n_vocab / 2);
-  if (period_ < 2 || period_ > max_period)
-  {
+  if (period_ < 2 || period_ > max_period) {
     Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "induction_period: must be between 2 and " + std::to_string(max_period)));
     return;
@@ -170,8 +169,7 @@ HeadImportanceCall::HeadImportanceCall(InferenceService& service, grpc::Callback
     return;
   }
   const double budget = request->has_loss_budget() ? request->loss_budget() : kDefaultLossBudget;
-  if (!(budget >= 0.0 && budget <= 100.0))
-  {
+  if (!(budget >= 0.0 && budget <= 100.0)) {
     Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "loss_budget: must be between 0 and 100"));
     return;
   }

@@ -202,12 +202,6 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
     float* v = k + kv_dim;
     rope(q, T, qkv_dim, in.positions.data(), hp_.n_head, hp_.head_dim, hp_.rope_dim, hp_.rope_base);
     rope(k, T, qkv_dim, in.positions.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim, hp_.rope_base);
-    if (kv.half())
-      write_kv(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), kv.k<_Float16>(l),
-               kv.v<_Float16>(l));
-    else
-      write_kv(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), kv.k<float>(l),
-               kv.v<float>(l));
     float* const* capture = nullptr;
     if (!in.attn_capture.empty()) {
       for (int64_t t = 0; t < T; ++t) {
@@ -216,14 +210,17 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
       }
       capture = cap_ptrs_.data();
     }
+    // Store this step's K/V, then attend; KvT is the cache's element type.
+    auto store_and_attend = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
+      write_kv(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache, v_cache);
+      paged_attention(q, T, qkv_dim, k_cache, v_cache, in.block_tables.data(), in.max_blocks, in.token_seq.data(),
+                      ctx_lens_.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim, kv.block_size(), scale,
+                      attn_.data(), capture, cap_strides_.data());
+    };
     if (kv.half())
-      paged_attention(q, T, qkv_dim, kv.k<_Float16>(l), kv.v<_Float16>(l), in.block_tables.data(), in.max_blocks,
-                      in.token_seq.data(), ctx_lens_.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim,
-                      kv.block_size(), scale, attn_.data(), capture, cap_strides_.data());
+      store_and_attend(kv.k<_Float16>(l), kv.v<_Float16>(l));
     else
-      paged_attention(q, T, qkv_dim, kv.k<float>(l), kv.v<float>(l), in.block_tables.data(), in.max_blocks,
-                      in.token_seq.data(), ctx_lens_.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim,
-                      kv.block_size(), scale, attn_.data(), capture, cap_strides_.data());
+      store_and_attend(kv.k<float>(l), kv.v<float>(l));
     if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
     L.wo->forward(attn_.data(), T, x_.data(), /*accumulate=*/true);
     rms_norm(x_.data(), L.ffn_norm.data(), T, D, hp_.rms_eps, h_.data());

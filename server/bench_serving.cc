@@ -25,6 +25,7 @@ namespace pb = kvserve::v1;
 
 struct Result {
   bool ok = false;
+  bool cancelled = false;  // the client cancelled it on purpose (--cancel-fraction)
   std::string error;
   int prompt_tokens = 0;
   int output_tokens = 0;
@@ -72,7 +73,9 @@ class Semaphore {
   int n_;
 };
 
-Result run_request(pb::Inference::Stub& stub, const pb::GenerateRequest& req) {
+// cancel_after > 0: the client cancels the call once that many tokens have arrived, as a user
+// closing a tab would; the server must free the sequence and go on with the rest.
+Result run_request(pb::Inference::Stub& stub, const pb::GenerateRequest& req, int cancel_after) {
   Result r;
   r.prompt_tokens = req.prompt_token_ids_size();
   grpc::ClientContext ctx;
@@ -93,9 +96,15 @@ Result run_request(pb::Inference::Stub& stub, const pb::GenerateRequest& req) {
     }
     r.output_tokens += n;
     last = now;
+    if (cancel_after > 0 && r.output_tokens >= cancel_after && !r.cancelled) {
+      r.cancelled = true;
+      ctx.TryCancel();
+    }
   }
   grpc::Status st = reader->Finish();
   r.e2e = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (r.cancelled && st.error_code() == grpc::StatusCode::CANCELLED) return r;
+  r.cancelled = false;  // it finished before the cancel took hold: an ordinary result
   r.ok = st.ok();
   if (!st.ok()) r.error = st.error_message();
   return r;
@@ -108,7 +117,7 @@ int main(int argc, char** argv) {
   std::string addr = "127.0.0.1:50051", json_out;
   int shared_prefix = 0;
   int num_requests = 64, concurrency = 16, prompt_len = 128, prompt_range = 0, output_len = 128, output_range = 0;
-  double rate = 0;
+  double rate = 0, cancel_fraction = 0;
   uint32_t seed = 0;
   bool quiet = false;
   app.add_option("--addr", addr)->capture_default_str();
@@ -121,6 +130,10 @@ int main(int argc, char** argv) {
   app.add_option("--output-len-range", output_range, "output tokens vary uniformly by +/- this")->capture_default_str();
   app.add_option("--shared-prefix-len", shared_prefix, "tokens every prompt starts with (before its own prompt-len)")
       ->capture_default_str();
+  app.add_option("--cancel-fraction", cancel_fraction,
+                 "this share of requests is cancelled by the client part-way through its output")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", seed)->capture_default_str();
   app.add_option("--json", json_out, "write the results as JSON here");
   app.add_flag("--quiet", quiet, "no progress bar");
@@ -141,6 +154,8 @@ int main(int argc, char** argv) {
   std::mt19937 rng(seed);
   std::vector<pb::GenerateRequest> reqs(num_requests);
   std::vector<double> arrivals(num_requests, 0.0);
+  std::vector<int> cancel_after(num_requests, 0);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::exponential_distribution<double> gap(rate > 0 ? rate : 1.0);
   double t = 0;
   std::vector<int32_t> prefix;
@@ -157,6 +172,7 @@ int main(int argc, char** argv) {
     r.mutable_sampling()->set_ignore_eos(true);
     if (rate > 0) t += gap(rng);
     arrivals[i] = t;
+    if (cancel_fraction > 0 && unit(rng) < cancel_fraction) cancel_after[i] = 1 + static_cast<int>(rng() % ol);
   }
 
   std::vector<Result> results(num_requests);
@@ -178,7 +194,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
     slots.acquire();
     threads.emplace_back([&, i] {
-      results[i] = run_request(*stub, reqs[i]);
+      results[i] = run_request(*stub, reqs[i], cancel_after[i]);
       slots.release();
       ++finished;
     });
@@ -187,10 +203,14 @@ int main(int argc, char** argv) {
   progress.join();
   const double duration = std::chrono::duration<double>(Clock::now() - start).count();
 
-  int ok = 0;
+  int ok = 0, cancelled = 0;
   int64_t in_tokens = 0, out_tokens = 0;
   std::vector<double> ttft, tpot, itl, e2e;
   for (const auto& r : results) {
+    if (r.cancelled) {  // not a failure, and not part of the latency figures
+      ++cancelled;
+      continue;
+    }
     if (!r.ok) {
       std::fprintf(stderr, "request failed: %s\n", r.error.c_str());
       continue;
@@ -204,8 +224,8 @@ int main(int argc, char** argv) {
     itl.insert(itl.end(), r.itl.begin(), r.itl.end());
   }
   const Stats s_ttft = summarize(ttft), s_tpot = summarize(tpot), s_itl = summarize(itl), s_e2e = summarize(e2e);
-  std::printf("requests: %d ok of %d, concurrency %d, rate %s, duration %.2f s\n", ok, num_requests, concurrency,
-              rate > 0 ? std::to_string(rate).c_str() : "inf", duration);
+  std::printf("requests: %d ok of %d (%d cancelled by the client), concurrency %d, rate %s, duration %.2f s\n", ok,
+              num_requests, cancelled, concurrency, rate > 0 ? std::to_string(rate).c_str() : "inf", duration);
   std::printf("throughput: %.2f req/s, output %.1f tok/s, total %.1f tok/s\n", ok / duration, out_tokens / duration,
               (in_tokens + out_tokens) / duration);
   auto line = [](const char* name, const Stats& s) {
@@ -220,6 +240,7 @@ int main(int argc, char** argv) {
     nlohmann::json j;
     j["requests"] = num_requests;
     j["completed"] = ok;
+    j["cancelled"] = cancelled;
     j["concurrency"] = concurrency;
     j["request_rate"] = rate;
     j["prompt_len"] = prompt_len;
@@ -233,5 +254,5 @@ int main(int argc, char** argv) {
       j[name] = {{"mean_ms", st.mean * 1e3}, {"p50_ms", st.p50 * 1e3}, {"p90_ms", st.p90 * 1e3}, {"p99_ms", st.p99 * 1e3}};
     std::ofstream(json_out) << j.dump(2) << "\n";
   }
-  return ok == num_requests ? 0 : 1;
+  return ok + cancelled == num_requests ? 0 : 1;
 }

@@ -102,7 +102,10 @@ INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,
                                            Shape{8, 4, 8, 4},     // GQA 2:1
                                            Shape{8, 1, 32, 8},    // MQA 8:1
                                            Shape{16, 2, 64, 16},  // GQA 8:1
-                                           Shape{6, 3, 12, 1}),   // block size 1
+                                           Shape{6, 3, 12, 1},    // block size 1
+                                           Shape{4, 2, 128, 16},  // two 64-wide output chunks
+                                           Shape{2, 2, 80, 32},   // a 64-wide chunk, a 16-wide one, 2 lanes groups
+                                           Shape{3, 3, 66, 16}),  // head_dim not a multiple of 4 or 16
                          [](const auto& i) {
                            // (std::ostringstream: GCC 12 warns falsely on chained string +)
                            std::ostringstream name;

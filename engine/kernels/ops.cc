@@ -1,5 +1,7 @@
 #include "kernels/ops.h"
 
+#include "kernels/vec_math.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -18,20 +20,29 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
   }
 }
 
-void rope(float* x, int64_t rows, int64_t row_stride, const int32_t* positions, int n_heads,
-          int head_dim, int rot_dim, float base) {
-#pragma omp parallel for if (rows > 4)
+void rope_angles(const int32_t* positions, int64_t rows, int rot_dim, float base, float* cos_sin) {
   for (int64_t r = 0; r < rows; ++r) {
     const double pos = positions[r];
     for (int i = 0; i < rot_dim; i += 2) {
       // Angles in double: at large positions float rounding of pos·θ would shift the rotation.
       const double theta = pos * std::pow(static_cast<double>(base), -static_cast<double>(i) / rot_dim);
-      const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
-      for (int h = 0; h < n_heads; ++h) {
-        float* v = x + r * row_stride + static_cast<int64_t>(h) * head_dim + i;
-        const float a = v[0], b = v[1];
-        v[0] = a * c - b * s;
-        v[1] = a * s + b * c;
+      cos_sin[r * rot_dim + i] = static_cast<float>(std::cos(theta));
+      cos_sin[r * rot_dim + i + 1] = static_cast<float>(std::sin(theta));
+    }
+  }
+}
+
+void rope(float* x, int64_t rows, int64_t row_stride, const float* cos_sin, int n_heads, int head_dim,
+          int rot_dim) {
+#pragma omp parallel for if (rows > 4)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* cs = cos_sin + r * rot_dim;
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + r * row_stride + static_cast<int64_t>(h) * head_dim;
+      for (int i = 0; i < rot_dim; i += 2) {
+        const float a = v[i], b = v[i + 1], c = cs[i], s = cs[i + 1];
+        v[i] = a * c - b * s;
+        v[i + 1] = a * s + b * c;
       }
     }
   }
@@ -43,7 +54,16 @@ void silu_mul(const float* gate_up, int64_t rows, int64_t ff, float* out) {
     const float* g = gate_up + r * 2 * ff;
     const float* u = g + ff;
     float* o = out + r * ff;
-    for (int64_t i = 0; i < ff; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= ff; i += 16) {
+      const __m512 gv = _mm512_loadu_ps(g + i);
+      const __m512 sig = _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), gv))));
+      _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_mul_ps(gv, sig), _mm512_loadu_ps(u + i)));
+    }
+#endif
+    for (; i < ff; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
 }
 

@@ -8,11 +8,17 @@ namespace kvserve {
 // x: [rows, dim], w: [dim], out: [rows, dim] (may alias x). out = x / rms(x) * w.
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
 
+// Rotary angles of each row's position, computed once per forward pass and shared by Q, K
+// and every layer: cos_sin[r, i] = (cos, sin) of pos · base^(-2i/rot_dim), i < rot_dim/2.
+// positions: [rows]; cos_sin: [rows, rot_dim] (pairs).
+void rope_angles(const int32_t* positions, int64_t rows, int rot_dim, float base, float* cos_sin);
+
 // Rotary embedding in place, adjacent-pair layout: (x[2i], x[2i+1]) of each head rotated by
-// pos · base^(-2i/rot_dim) for 2i < rot_dim; dimensions past rot_dim are left alone.
-// x: [rows, row_stride] with n_heads heads of head_dim starting at column 0; positions: [rows].
-void rope(float* x, int64_t rows, int64_t row_stride, const int32_t* positions, int n_heads,
-          int head_dim, int rot_dim, float base);
+// the angles of rope_angles for 2i < rot_dim; dimensions past rot_dim are left alone.
+// x: [rows, row_stride] with n_heads heads of head_dim starting at column 0;
+// cos_sin: [rows, rot_dim] from rope_angles.
+void rope(float* x, int64_t rows, int64_t row_stride, const float* cos_sin, int n_heads, int head_dim,
+          int rot_dim);
 
 // gate_up: [rows, 2·ff] (gate then up in each row), out: [rows, ff]. out = silu(gate) · up.
 void silu_mul(const float* gate_up, int64_t rows, int64_t ff, float* out);

@@ -184,6 +184,8 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
   grow(last_, R * D);
   grow(logits_, R * hp_.n_vocab);
   grow(ctx_lens_, T);
+  grow(rope_cs_, T * hp_.rope_dim);
+  rope_angles(in.positions.data(), T, hp_.rope_dim, hp_.rope_base, rope_cs_.data());
   for (int64_t t = 0; t < T; ++t) ctx_lens_[t] = in.positions[t] + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
   if (!in.attn_capture.empty()) {
@@ -200,8 +202,8 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
     float* q = qkv_.data();
     float* k = q + q_dim;
     float* v = k + kv_dim;
-    rope(q, T, qkv_dim, in.positions.data(), hp_.n_head, hp_.head_dim, hp_.rope_dim, hp_.rope_base);
-    rope(k, T, qkv_dim, in.positions.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim, hp_.rope_base);
+    rope(q, T, qkv_dim, rope_cs_.data(), hp_.n_head, hp_.head_dim, hp_.rope_dim);
+    rope(k, T, qkv_dim, rope_cs_.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim);
     float* const* capture = nullptr;
     if (!in.attn_capture.empty()) {
       for (int64_t t = 0; t < T; ++t) {

@@ -68,6 +68,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   // Activations, grown to the largest batch seen and reused (no allocation per step).
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, last_, logits_;
+  std::vector<float> rope_cs_;  // [T, rope_dim] this step's rotary cos/sin pairs, shared by all layers
   std::vector<int32_t> ctx_lens_;
   std::vector<float*> cap_ptrs_;     // [T] this layer's attention-capture destinations
   std::vector<int64_t> cap_strides_; // [T] their head strides

@@ -1,0 +1,34 @@
+// Vector math shared by the kernels (AVX-512 only; callers keep a scalar path for other CPUs).
+#pragma once
+
+#if defined(__AVX512F__)
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+namespace kvserve {
+
+// e^x for 16 lanes: 2^n · e^r with n = round(x·log2 e) and |r| <= ln2/2, where a degree-6
+// polynomial is within about 1 ulp. Scalar std::exp was 5% of a batched decode step
+// in the softmax alone.
+inline __m512 exp16(__m512 x) {
+  // (The maskz forms: the plain ones start from _mm512_undefined_ps, which GCC 12 flags as
+  // uninitialised wherever they are inlined.)
+  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 in two parts
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(0xFFFF, p, n);
+}
+
+}  // namespace kvserve
+#endif

@@ -215,7 +215,9 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* 
   // each K and V row once.
 #pragma omp parallel
   {
-    std::vector<float> scores;  // [group, ctx]; one per thread, reused across work items
+    // [group, ctx]: one per thread, kept across calls (the pool's threads live on), so a step
+    // allocates nothing once the longest context has been seen.
+    thread_local std::vector<float> scores;
 #pragma omp for schedule(dynamic, 1) collapse(2)
     for (int64_t t = 0; t < rows; ++t) {
       for (int kvh = 0; kvh < n_kv; ++kvh) {

@@ -21,6 +21,8 @@ Linear::Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in, bo
   weights_mem_ = memory(pd.weights_desc(), ctx_->engine, packed_.data());
   dnnl::reorder(plain, weights_mem_).execute(ctx_->stream, plain, weights_mem_);
   ctx_->stream.wait();
+  small_batch_ = !bf16_ && pd.weights_desc() == memory::desc({n_in_, n_out_}, dt::f32, tag::BA16a64b);
+  k_padded_ = (n_in_ + 15) / 16 * 16;
 }
 
 Linear::Cached& Linear::primitive_for(int64_t m, bool accumulate) {
@@ -53,6 +55,10 @@ Linear::Cached& Linear::primitive_for(int64_t m, bool accumulate) {
 
 void Linear::forward(const float* x, int64_t m, float* y, bool accumulate) {
   if (m == 0) return;
+  if (uses_small_batch_kernel(m)) {
+    small_batch_matmul(x, m, static_cast<const float*>(packed_.data()), n_out_, n_in_, k_padded_, y, accumulate);
+    return;
+  }
   Cached& c = primitive_for(m, accumulate);
   c.src.set_data_handle(const_cast<float*>(x));
   c.dst.set_data_handle(y);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "huge_buffer.h"
+#include "kernels/small_batch_matmul.h"
 
 namespace kvserve {
 
@@ -36,7 +37,14 @@ class Linear {
   // x: [m, n_in], y: [m, n_out]. accumulate: y += x·Wᵀ (the residual add, fused as a post-op).
   void forward(const float* x, int64_t m, float* y, bool accumulate = false);
   // Creates (JIT-compiles) the primitive for batch height m ahead of its first use.
-  void prepare(int64_t m, bool accumulate) { primitive_for(m, accumulate); }
+  void prepare(int64_t m, bool accumulate) {
+    if (!uses_small_batch_kernel(m)) primitive_for(m, accumulate);
+  }
+  // True where batch height m goes through small_batch_matmul rather than oneDNN's matmul:
+  // small m, on weights packed in the layout that kernel reads (F32 BA16a64b).
+  bool uses_small_batch_kernel(int64_t m) const { return small_batch_ && m <= kSmallBatchRows; }
+  // For tests and benchmarks: send every batch height to oneDNN.
+  void disable_small_batch_kernel() { small_batch_ = false; }
 
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }
@@ -54,6 +62,8 @@ class Linear {
   DnnlContext* ctx_;
   int64_t n_out_, n_in_;
   bool bf16_;
+  bool small_batch_ = false;  // the packed layout is the one small_batch_matmul reads
+  int64_t k_padded_ = 0;      // n_in rounded up to the layout's block of 16
   HugeBuffer packed_;         // the packed weights (declared before the memory that points into it)
   dnnl::memory weights_mem_;  // packed
   std::unordered_map<int64_t, std::unique_ptr<Cached>> cache_;  // key: m * 2 + accumulate

@@ -85,8 +85,9 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
   info_.kv_what_if = kv_what_if({hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, shape.element_bytes, bs,
                                  so.max_model_len, kv_->total_bytes()});
 
-  // Decode steps run 1..max_num_seqs rows: have their primitives ready before the first request.
-  model_->warm_up(std::min<int64_t>(so.max_num_seqs, 256));
+  // A step runs 1..max_num_batched_tokens rows; their (padded) heights are few, so every
+  // primitive is ready before the first request and none is compiled mid-step.
+  model_->warm_up(so.max_num_batched_tokens);
   publish_stats();
   thread_ = std::thread([this] { loop(); });
 }

@@ -29,8 +29,9 @@ TEST_P(LinearPaths, BothPathsMatchTheDefinitionAtEveryBatchHeight) {
   // oneDNN packs these shapes as the small-batch kernel expects; if a new oneDNN did not,
   // every height would quietly fall back and this test would check nothing new.
   EXPECT_TRUE(small.uses_small_batch_kernel(1));
-  for (int64_t m : std::vector<int64_t>{1, 2, 5, 6, 7, 13, kSmallBatchRows, kSmallBatchRows + 1}) {
-    std::vector<float> x(m * n_in), base(m * n_out);
+  for (int64_t m : std::vector<int64_t>{1, 2, 5, 6, 7, 13, kSmallBatchRows, kSmallBatchRows + 1, 48, 50}) {
+    const int64_t mp = Linear::padded_rows(m);  // the rows forward may touch
+    std::vector<float> x(mp * n_in), base(mp * n_out);
     for (auto& v : x) v = U(rng);
     for (auto& v : base) v = U(rng);
     for (bool accumulate : {false, true}) {
@@ -75,6 +76,27 @@ TEST(LinearPaths, ARowsResultDoesNotDependOnItsBatch) {
     lin.forward(x.data(), m, y.data());
     for (int64_t c = 0; c < n_out; ++c) ASSERT_EQ(y[3 * n_out + c], alone[c]) << "m=" << m << " col " << c;
   }
+}
+
+// Above the small-batch range the rows are padded to a few heights; whatever the padding rows
+// hold (NaN here) must not reach the real rows, and every height in a bucket shares one primitive.
+TEST(LinearPaths, PaddingRowsDoNotReachTheRealOnes) {
+  const int64_t n_out = 256, n_in = 128, m = 40, mp = Linear::padded_rows(m);
+  ASSERT_GT(mp, m);
+  ASSERT_EQ(Linear::padded_rows(mp - 1), mp);
+  DnnlContext ctx;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  std::vector<float> w(n_out * n_in);
+  for (auto& v : w) v = U(rng);
+  Linear lin(ctx, w.data(), n_out, n_in);
+  std::vector<float> x(mp * n_in, 0.0f);
+  for (int64_t i = 0; i < m * n_in; ++i) x[i] = U(rng);
+  std::vector<float> clean(mp * n_out), dirty(mp * n_out, std::nanf(""));
+  lin.forward(x.data(), m, clean.data());
+  std::fill(x.begin() + m * n_in, x.end(), std::nanf(""));
+  lin.forward(x.data(), m, dirty.data());
+  for (int64_t i = 0; i < m * n_out; ++i) ASSERT_EQ(clean[i], dirty[i]) << "element " << i;
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ void Linear::forward(const float* x, int64_t m, float* y, bool accumulate) {
     small_batch_matmul(x, m, static_cast<const float*>(packed_.data()), n_out_, n_in_, k_padded_, y, accumulate);
     return;
   }
-  Cached& c = primitive_for(m, accumulate);
+  Cached& c = primitive_for(padded_rows(m), accumulate);
   c.src.set_data_handle(const_cast<float*>(x));
   c.dst.set_data_handle(y);
   if (bf16_) c.to_bf16.execute(ctx_->stream, c.src, c.src_bf16);

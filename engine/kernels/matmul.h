@@ -34,11 +34,23 @@ class Linear {
   Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in, bool bf16 = false);
   Linear(Linear&&) = default;
 
-  // x: [m, n_in], y: [m, n_out]. accumulate: y += x·Wᵀ (the residual add, fused as a post-op).
+  // x: [padded_rows(m), n_in], y: [padded_rows(m), n_out]; rows past m are scratch: their
+  // contents are anything and their results are not meaningful. accumulate: y += x·Wᵀ (the
+  // residual add, fused as a post-op).
   void forward(const float* x, int64_t m, float* y, bool accumulate = false);
+
+  // The rows forward may touch for a batch of m. oneDNN's primitives are made for a few batch
+  // heights only: above the small-batch kernel's range, m is rounded up to a multiple of 16
+  // (64 past 512 rows). One primitive per height ever seen would have a long-lived server
+  // compiling kernels mid-step and holding gigabytes of them after an hour of varied prompts.
+  static int64_t padded_rows(int64_t m) {
+    if (m <= kSmallBatchRows) return m;
+    const int64_t q = m <= 512 ? 16 : 64;
+    return (m + q - 1) / q * q;
+  }
   // Creates (JIT-compiles) the primitive for batch height m ahead of its first use.
   void prepare(int64_t m, bool accumulate) {
-    if (!uses_small_batch_kernel(m)) primitive_for(m, accumulate);
+    if (!uses_small_batch_kernel(m)) primitive_for(padded_rows(m), accumulate);
   }
   // True where batch height m goes through small_batch_matmul rather than oneDNN's matmul:
   // small m, on weights packed in the layout that kernel reads (F32 BA16a64b).

@@ -175,14 +175,16 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
   const int64_t q_dim = D, kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
   const int64_t qkv_dim = q_dim + 2 * kv_dim;
   const int64_t R = static_cast<int64_t>(in.logit_rows.size());
-  grow(x_, T * D);
-  grow(h_, T * D);
-  grow(qkv_, T * qkv_dim);
-  grow(attn_, T * q_dim);
-  grow(gu_, T * 2 * F);
-  grow(act_, T * F);
-  grow(last_, R * D);
-  grow(logits_, R * hp_.n_vocab);
+  // The matmuls' inputs and outputs hold their padded row counts (see Linear::padded_rows).
+  const int64_t Tp = Linear::padded_rows(T), Rp = Linear::padded_rows(R);
+  grow(x_, Tp * D);
+  grow(h_, Tp * D);
+  grow(qkv_, Tp * qkv_dim);
+  grow(attn_, Tp * q_dim);
+  grow(gu_, Tp * 2 * F);
+  grow(act_, Tp * F);
+  grow(last_, Rp * D);
+  grow(logits_, Rp * hp_.n_vocab);
   grow(ctx_lens_, T);
   grow(rope_cs_, T * hp_.rope_dim);
   rope_angles(in.positions.data(), T, hp_.rope_dim, hp_.rope_base, rope_cs_.data());

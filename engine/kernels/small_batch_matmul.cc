@@ -27,9 +27,11 @@ void panel_rows(const float* x, int64_t ldx, const float* wp, int64_t k0, int64_
     const float* wr = wp + kk * kPanel;
     // The first pass over a chunk asks for the next chunk (the next panel's start, after the
     // last): without it the thread's memory stream stops while the FMAs run, and the two
-    // costs add instead of overlapping.
+    // costs add instead of overlapping. Into L2, not L1: L1 has too few miss buffers to keep
+    // enough lines in flight (at 16 rows: 870 us with T0, 622 us with T1 for a 768x4096 matrix).
     if (prefetch)
-      for (int j = 0; j < 4; ++j) _mm_prefetch(reinterpret_cast<const char*>(wr + kChunk * kPanel + 16 * j), _MM_HINT_T0);
+      for (int j = 0; j < 4; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(wr + kChunk * kPanel + 16 * j), _MM_HINT_T1);
     const __m512 w0 = _mm512_loadu_ps(wr), w1 = _mm512_loadu_ps(wr + 16), w2 = _mm512_loadu_ps(wr + 32),
                  w3 = _mm512_loadu_ps(wr + 48);
 #pragma GCC unroll 8

@@ -17,6 +17,14 @@ struct Shape {
 
 class LinearPaths : public ::testing::TestWithParam<Shape> {};
 
+// n values uniform in [-1, 1).
+std::vector<float> random_values(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = U(rng);
+  return v;
+}
+
 TEST_P(LinearPaths, BothPathsMatchTheDefinitionAtEveryBatchHeight) {
   const auto [n_out, n_in] = GetParam();
   DnnlContext ctx;
@@ -64,8 +72,7 @@ TEST(LinearPaths, ARowsResultDoesNotDependOnItsBatch) {
   DnnlContext ctx;
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  std::vector<float> w(n_out * n_in);
-  for (auto& v : w) v = U(rng);
+  const std::vector<float> w = random_values(n_out * n_in, rng);
   Linear lin(ctx, w.data(), n_out, n_in);
   std::vector<float> x(kSmallBatchRows * n_in);
   for (auto& v : x) v = U(rng);
@@ -87,8 +94,7 @@ TEST(LinearPaths, PaddingRowsDoNotReachTheRealOnes) {
   DnnlContext ctx;
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  std::vector<float> w(n_out * n_in);
-  for (auto& v : w) v = U(rng);
+  const std::vector<float> w = random_values(n_out * n_in, rng);
   Linear lin(ctx, w.data(), n_out, n_in);
   std::vector<float> x(mp * n_in, 0.0f);
   for (int64_t i = 0; i < m * n_in; ++i) x[i] = U(rng);

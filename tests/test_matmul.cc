@@ -37,7 +37,8 @@ TEST_P(LinearPaths, BothPathsMatchTheDefinitionAtEveryBatchHeight) {
   // oneDNN packs these shapes as the small-batch kernel expects; if a new oneDNN did not,
   // every height would quietly fall back and this test would check nothing new.
   EXPECT_TRUE(small.uses_small_batch_kernel(1));
-  for (int64_t m : std::vector<int64_t>{1, 2, 5, 6, 7, 13, kSmallBatchRows, kSmallBatchRows + 1, 48, 50}) {
+  for (int64_t m : std::vector<int64_t>{1, 2, 5, 6, 7, 13, 32, 37, kSmallBatchRows, kSmallBatchRows + 1,
+                                        kSmallBatchRows + 18}) {
     const int64_t mp = Linear::padded_rows(m);  // the rows forward may touch
     std::vector<float> x(mp * n_in), base(mp * n_out);
     for (auto& v : x) v = U(rng);
@@ -78,7 +79,7 @@ TEST(LinearPaths, ARowsResultDoesNotDependOnItsBatch) {
   for (auto& v : x) v = U(rng);
   std::vector<float> alone(n_out);
   lin.forward(x.data() + 3 * n_in, 1, alone.data());
-  for (int64_t m : {int64_t{4}, int64_t{11}, kSmallBatchRows}) {
+  for (int64_t m : {int64_t{4}, int64_t{11}, int64_t{40}, kSmallBatchRows}) {
     std::vector<float> y(m * n_out);
     lin.forward(x.data(), m, y.data());
     for (int64_t c = 0; c < n_out; ++c) ASSERT_EQ(y[3 * n_out + c], alone[c]) << "m=" << m << " col " << c;
@@ -88,7 +89,7 @@ TEST(LinearPaths, ARowsResultDoesNotDependOnItsBatch) {
 // Above the small-batch range the rows are padded to a few heights; whatever the padding rows
 // hold (NaN here) must not reach the real rows, and every height in a bucket shares one primitive.
 TEST(LinearPaths, PaddingRowsDoNotReachTheRealOnes) {
-  const int64_t n_out = 256, n_in = 128, m = 40, mp = Linear::padded_rows(m);
+  const int64_t n_out = 256, n_in = 128, m = kSmallBatchRows + 8, mp = Linear::padded_rows(m);
   ASSERT_GT(mp, m);
   ASSERT_EQ(Linear::padded_rows(mp - 1), mp);
   DnnlContext ctx;

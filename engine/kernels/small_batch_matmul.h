@@ -10,8 +10,9 @@
 
 namespace kvserve {
 
-// Rows up to which the model uses this kernel; oneDNN takes larger batches (prompts).
-constexpr int64_t kSmallBatchRows = 32;
+// Rows up to which the model uses this kernel; oneDNN takes larger batches (prompts). At 64
+// rows it is still 15-30% faster than oneDNN on the 110M shape's matrices (same run).
+constexpr int64_t kSmallBatchRows = 64;
 
 // x: [m, k]. w: oneDNN's f32 BA16a64b layout of the [k, n] weight matrix: for each panel of 64
 // outputs, [k_padded, 64] contiguous (k_padded = k rounded up to 16, n padded to 64, padding

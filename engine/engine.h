@@ -104,6 +104,8 @@ class Engine {
   struct AbortAll {};
   using Message = std::variant<std::unique_ptr<Sequence>, Cancel, AbortAll>;
 
+  // On the loop thread, before the loop: loads the model and tokenizer, sizes the cache.
+  void load();
   void loop();
   void take_inbox(std::vector<Message>& msgs);
   void step();

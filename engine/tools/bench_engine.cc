@@ -212,7 +212,8 @@ int main(int argc, char** argv) {
   const double compute_limit = peak / (2.0 * matmul_params);
   std::printf("model %s: %.1fM params (%s weights held as %s), %s KV cache, %d threads\n", model.c_str(),
               mi.n_params / 1e6, mi.weight_type.c_str(), mi.weights_held_as.c_str(), kv_dtype.c_str(), threads);
-  std::printf("machine: memory bandwidth %.1f GB/s, fp32 FMA peak %.1f GFLOP/s\n", bw / 1e9, peak / 1e9);
+  std::printf("machine: memory bandwidth %.1f GB/s (triad, write-allocate traffic counted), fp32 FMA peak %.1f GFLOP/s\n",
+              bw / 1e9, peak / 1e9);
   std::printf("limits: decode %.1f tok/s (bandwidth / %.0f MB of weights), compute %.1f tok/s (peak / 2 x params)\n",
               decode_limit, weight_bytes / 1e6, compute_limit);
   std::printf("prompt (%d tokens): %.1f tok/s = %.1f%% of compute limit\n", prompt_len, prompt_tps,

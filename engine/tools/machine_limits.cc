@@ -27,7 +27,10 @@ double measure_bandwidth(int mib, int reps) {
   }
   volatile float sink = a[n / 2];
   (void)sink;
-  return 3.0 * n * sizeof(float) / best;
+  // Four arrays' bytes, not STREAM's customary three: with ordinary stores each line of a is
+  // read for ownership before it is written back, so the memory moves b, c and a twice. Counted
+  // as three, a read-only stream such as a decode step's weights beat the "limit" (116%).
+  return 4.0 * n * sizeof(float) / best;
 }
 
 namespace {

@@ -5,7 +5,8 @@
 
 namespace kvserve {
 
-// Best of `reps` triads a[i] = b[i] + s·c[i] over 3 arrays of `mib` MiB each; bytes/s.
+// Best of `reps` triads a[i] = b[i] + s·c[i] over 3 arrays of `mib` MiB each; bytes/s moved,
+// the read for ownership of a included.
 double measure_bandwidth(int mib = 256, int reps = 5);
 // fp32 floating-point operations per second at full FMA throughput on all threads.
 double measure_fma_peak();

@@ -20,6 +20,8 @@ RUN apt-get update \
 COPY --from=build /build/server/kvserve /build/server/kvserve-cli /build/engine/kvserve-mkmodel /usr/local/bin/
 COPY configs /etc/kvserve
 USER kvserve
+# OpenMP workers spin briefly between parallel regions, then sleep (see scripts/serve.sh).
+ENV GOMP_SPINCOUNT=3000
 # gRPC; the metrics port is reserved for the Prometheus endpoint.
 EXPOSE 50051 9090
 VOLUME /models

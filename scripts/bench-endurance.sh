@@ -21,6 +21,8 @@ while [ $# -gt 0 ]; do
 done
 
 "$root/scripts/deps.sh"
+# The spin count serve.sh and the image use (see serve.sh).
+export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-3000}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-bench kvserve-cli kvserve-mkmodel
 mkdir -p "$out" "$build/models"

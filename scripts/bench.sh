@@ -14,6 +14,8 @@ quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
 "$root/scripts/deps.sh"
+# The spin count serve.sh and the image use (see serve.sh).
+export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-3000}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-bench kvserve-bench-engine kvserve-mkmodel
 mkdir -p "$out" "$build/models"

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <fstream>
 
 #include "engine.h"
@@ -84,6 +85,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   log_startup(*engine);
+  // Only logged: libgomp reads it before main. Unset means libgomp's long default spin, which
+  // costs nothing on cores of the server's own but starves any process sharing them.
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  spdlog::info("OpenMP workers spin {} times between regions before sleeping{}", spin ? spin : "300000 (default)",
+               spin ? "" : "; set GOMP_SPINCOUNT=3000 (as scripts/serve.sh does) if the cores are shared");
 
   std::vector<std::string> tokens;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();

@@ -249,6 +249,32 @@ TEST(Engine, StopStringsAndStopTokens) {
   EXPECT_EQ(o.completion.reason, FinishReason::kStop);
 }
 
+// The model is loaded on the engine's loop thread; a load or sizing error must still reach the
+// constructor's caller as the exception that names the file or field, with the thread joined.
+TEST(Engine, LoadErrorsReachTheCallerNamingTheFileOrField) {
+  auto message_of = [](const EngineOptions& o) {
+    try {
+      Engine engine(o);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  const std::string missing = std::string(KVSERVE_BINARY_DIR) + "/no-such-model.gguf";
+  EXPECT_NE(message_of(options(missing, 64)).find("no-such-model.gguf"), std::string::npos);
+  EngineOptions too_long = options(synthetic_mha(), 64);
+  too_long.scheduler.max_model_len = 4096;  // the model's context is 512
+  EXPECT_NE(message_of(too_long).find("scheduler.max_model_len"), std::string::npos);
+  EngineOptions tiny = options(synthetic_mha(), 0);
+  tiny.cache.memory_bytes = 1;
+  EXPECT_NE(message_of(tiny).find("cache.memory_bytes"), std::string::npos);
+  // And a good engine still starts and serves after them.
+  Engine engine(options(synthetic_mha(), 64));
+  auto sink = std::make_shared<QueueSink>();
+  ASSERT_TRUE(engine.submit(greedy_request({1, 5, 7}, 4), sink).ok());
+  EXPECT_EQ(collect(*sink).tokens.size(), 4u);
+}
+
 TEST(Engine, RefusesInvalidAndImpossibleRequests) {
   Engine engine(options(synthetic_mha(), 64));
   auto sink = std::make_shared<QueueSink>();

@@ -6,10 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVSERVE_BUILD_DIR:-$root/build}"
 
 "$root/scripts/deps.sh" --test
-# libgomp's workers spin up to GOMP_SPINCOUNT times between parallel regions before they sleep.
-# Its default (300,000 spins, milliseconds) is fine on cores of one's own, but where another
-# process shares them two spinning teams starve each other (ctest -j2: 307 s instead of 37 s).
-# 3,000 spins still cover the gaps inside a decode step; the engine runs as fast (110M shape).
+# The spin count serve.sh and the image use (see serve.sh); ctest sets it for each test too.
 export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-3000}"
 
 require_shared=OFF

@@ -29,9 +29,7 @@ TEST_P(LinearPaths, BothPathsMatchTheDefinitionAtEveryBatchHeight) {
   const auto [n_out, n_in] = GetParam();
   DnnlContext ctx;
   std::mt19937 rng(11);
-  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  std::vector<float> w(n_out * n_in);
-  for (auto& v : w) v = U(rng);
+  const std::vector<float> w = random_values(n_out * n_in, rng);
   Linear small(ctx, w.data(), n_out, n_in), onednn(ctx, w.data(), n_out, n_in);
   onednn.disable_small_batch_kernel();
   // oneDNN packs these shapes as the small-batch kernel expects; if a new oneDNN did not,
@@ -40,9 +38,7 @@ TEST_P(LinearPaths, BothPathsMatchTheDefinitionAtEveryBatchHeight) {
   for (int64_t m : std::vector<int64_t>{1, 2, 5, 6, 7, 13, 32, 37, kSmallBatchRows, kSmallBatchRows + 1,
                                         kSmallBatchRows + 18}) {
     const int64_t mp = Linear::padded_rows(m);  // the rows forward may touch
-    std::vector<float> x(mp * n_in), base(mp * n_out);
-    for (auto& v : x) v = U(rng);
-    for (auto& v : base) v = U(rng);
+    const std::vector<float> x = random_values(mp * n_in, rng), base = random_values(mp * n_out, rng);
     for (bool accumulate : {false, true}) {
       std::vector<float> ys = base, yo = base;
       small.forward(x.data(), m, ys.data(), accumulate);
@@ -72,11 +68,9 @@ TEST(LinearPaths, ARowsResultDoesNotDependOnItsBatch) {
   const int64_t n_out = 512, n_in = 384;
   DnnlContext ctx;
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   const std::vector<float> w = random_values(n_out * n_in, rng);
   Linear lin(ctx, w.data(), n_out, n_in);
-  std::vector<float> x(kSmallBatchRows * n_in);
-  for (auto& v : x) v = U(rng);
+  const std::vector<float> x = random_values(kSmallBatchRows * n_in, rng);
   std::vector<float> alone(n_out);
   lin.forward(x.data() + 3 * n_in, 1, alone.data());
   for (int64_t m : {int64_t{4}, int64_t{11}, int64_t{40}, kSmallBatchRows}) {

@@ -319,6 +319,11 @@ void Engine::step() {
     std::copy(raw, raw + V, scratch_logits_.begin());
     const std::span<const int32_t> generated(s.tokens.data() + s.num_prompt, s.tokens.size() - s.num_prompt);
     const int32_t token = s.sampler->sample(scratch_logits_.data(), V, s.tokens, generated);
+    if (token < 0) {
+      finish(&s, FinishReason::kError, "the model produced no finite logit at position " +
+                                           std::to_string(s.tokens.size()));
+      continue;
+    }
 
     Event ev;
     ev.id = s.id;

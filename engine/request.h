@@ -11,7 +11,7 @@ namespace kvserve {
 
 struct SamplingParams {
   int32_t max_new_tokens = 256;     // tokens to generate at most
-  float temperature = 1.0f;         // 0 = greedy (argmax)
+  float temperature = 1.0f;         // 0 (or anything below 1e-5) = greedy (argmax)
   int32_t top_k = 0;                // keep the k most likely tokens; 0 = all
   float top_p = 1.0f;               // keep the smallest set with this much probability; 1 = all
   float min_p = 0.0f;               // drop tokens below min_p · (probability of the best); 0 = off

@@ -1,10 +1,32 @@
 #include "sampler.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <unordered_map>
 
 namespace kvserve {
+namespace {
+
+// After penalties: NaN can never be chosen (-inf), and an overflow to +inf (a positive logit
+// divided by a tiny repetition penalty) becomes the largest float, so every difference taken
+// later is a number. Returns the largest logit (-inf when none is finite or +inf).
+float sanitize(float* logits, int32_t vocab) {
+  float mx = -INFINITY;
+  for (int32_t i = 0; i < vocab; ++i) {
+    float& l = logits[i];
+    if (std::isnan(l)) l = -INFINITY;
+    else if (l > FLT_MAX) l = FLT_MAX;
+    mx = std::max(mx, l);
+  }
+  return mx;
+}
+
+int32_t argmax(const float* logits, int32_t vocab) {
+  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+}
+
+}  // namespace
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
@@ -32,13 +54,15 @@ std::vector<float> Sampler::distribution(float* logits, int32_t vocab, const std
                                          std::span<const int32_t> generated) {
   apply_penalties(logits, vocab, context, generated);
   std::vector<float> probs(vocab, 0.0f);
-  if (p_.temperature <= 0.0f) {
-    probs[std::max_element(logits, logits + vocab) - logits] = 1.0f;
+  cand_.clear();
+  const float best = sanitize(logits, vocab);
+  if (best == -INFINITY) return probs;  // nothing can be sampled
+  if (p_.temperature < kGreedyBelowTemperature) {
+    probs[argmax(logits, vocab)] = 1.0f;
     return probs;
   }
   // Candidates sorted by logit, best first (ties: lower id first, so results are deterministic).
-  cand_.clear();
-  for (int32_t i = 0; i < vocab; ++i) cand_.emplace_back(logits[i] / p_.temperature, i);
+  for (int32_t i = 0; i < vocab; ++i) cand_.emplace_back(logits[i], i);
   auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   size_t n = cand_.size();
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
@@ -47,10 +71,12 @@ std::vector<float> Sampler::distribution(float* logits, int32_t vocab, const std
   } else {
     std::sort(cand_.begin(), cand_.end(), better);
   }
-  const float mx = cand_[0].first;
+  // In double: logits near the float limits, or divided by a small temperature, stay finite.
+  const double mx = cand_[0].first;
+  const double inv_t = 1.0 / static_cast<double>(p_.temperature);
   std::vector<double> w(n);
   double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += (w[i] = std::exp(static_cast<double>(cand_[i].first - mx)));
+  for (size_t i = 0; i < n; ++i) sum += (w[i] = std::exp((static_cast<double>(cand_[i].first) - mx) * inv_t));
   // top-p: the smallest prefix whose mass reaches top_p (at least one token).
   if (p_.top_p < 1.0f) {
     double acc = 0;
@@ -78,11 +104,12 @@ std::vector<float> Sampler::distribution(float* logits, int32_t vocab, const std
 
 int32_t Sampler::sample(float* logits, int32_t vocab, const std::vector<int32_t>& context,
                         std::span<const int32_t> generated) {
-  if (p_.temperature <= 0.0f) {
+  if (p_.temperature < kGreedyBelowTemperature) {
     apply_penalties(logits, vocab, context, generated);
-    return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+    return sanitize(logits, vocab) == -INFINITY ? -1 : argmax(logits, vocab);
   }
   std::vector<float> probs = distribution(logits, vocab, context, generated);
+  if (cand_.empty()) return -1;
   // Walk the kept candidates (in cand_ order) so the draw does not depend on vocab order.
   const double u = uniform();
   double acc = 0;
@@ -98,20 +125,29 @@ int32_t Sampler::sample(float* logits, int32_t vocab, const std::vector<int32_t>
 }
 
 TokenLogprob Sampler::logprobs(const float* raw, int32_t vocab, int32_t token, int32_t top_n) {
-  const float mx = *std::max_element(raw, raw + vocab);
+  double mx = -INFINITY;
+  for (int32_t i = 0; i < vocab; ++i)
+    if (std::isfinite(raw[i])) mx = std::max(mx, static_cast<double>(raw[i]));
   double sum = 0;
-  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(raw[i] - mx));
-  const double lse = mx + std::log(sum);
+  for (int32_t i = 0; i < vocab; ++i)
+    if (std::isfinite(raw[i])) sum += std::exp(static_cast<double>(raw[i]) - mx);
+  // log p = (l - max) - log(sum): subtracting the maximum first keeps the digits of huge logits.
+  const double log_sum = sum > 0 ? std::log(sum) : 0.0;
+  auto logprob_of = [&](int32_t id) { return static_cast<float>((static_cast<double>(raw[id]) - mx) - log_sum); };
   TokenLogprob out;
   out.token = token;
-  out.logprob = static_cast<float>(raw[token] - lse);
+  out.logprob = logprob_of(token);
   if (top_n > 0) {
     std::vector<int32_t> ids(vocab);
     for (int32_t i = 0; i < vocab; ++i) ids[i] = i;
     const int32_t n = std::min(top_n, vocab);
     std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
-                      [&](int32_t a, int32_t b) { return raw[a] > raw[b] || (raw[a] == raw[b] && a < b); });
-    for (int32_t i = 0; i < n; ++i) out.top.emplace_back(ids[i], static_cast<float>(raw[ids[i]] - lse));
+                      [&](int32_t a, int32_t b) {
+                        const float x = std::isnan(raw[a]) ? -INFINITY : raw[a];
+                        const float y = std::isnan(raw[b]) ? -INFINITY : raw[b];
+                        return x > y || (x == y && a < b);
+                      });
+    for (int32_t i = 0; i < n; ++i) out.top.emplace_back(ids[i], logprob_of(ids[i]));
   }
   return out;
 }

@@ -12,6 +12,10 @@
 
 namespace kvserve {
 
+// Temperatures below this sample exactly as greedy (as vLLM's 1e-5): dividing by them leaves
+// nothing but the best token anyway, and tiny ones (1e-38) would overflow the division.
+constexpr float kGreedyBelowTemperature = 1e-5f;
+
 class Sampler {
  public:
   // seed: from the request, or drawn by the engine when the request has none.
@@ -19,8 +23,9 @@ class Sampler {
 
   // logits: [vocab] raw model output for this sequence (modified in place as scratch).
   // context: prompt and generated tokens so far (for the repetition penalty);
-  // output_counts: occurrences of each token among the generated ones (presence/frequency).
-  // generated: the tail of `context` produced by this request (a view: no copy per step).
+  // generated: the tail of `context` produced by this request (a view: no copy per step), for
+  // the presence and frequency penalties.
+  // Returns -1 when no logit is a number (a broken model), so the caller can end the request.
   int32_t sample(float* logits, int32_t vocab, const std::vector<int32_t>& context,
                  std::span<const int32_t> generated);
 

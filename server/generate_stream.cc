@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/log_text.h"
 #include "proto_convert.h"
 
 namespace kvserve {
@@ -32,7 +33,7 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
     : service_(service) {
   service_.stream_started();
   Engine& engine = service_.engine();
-  if (grpc::Status auth = service_.authorize(ctx); !auth.ok()) {
+  if (grpc::Status auth = service_.authorize(ctx, &tenant_); !auth.ok()) {
     Finish(auth);
     return;
   }
@@ -42,29 +43,29 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
     Finish(st);
     return;
   }
-  request_id_ = request->request_id().empty() ? service_.next_request_id() : request->request_id();
+  request_id_ = request->request_id().empty() ? random_request_id() : request->request_id();
   req.client_id = request_id_;
   const auto deadline = ctx->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
     req.deadline_ms = std::max<int64_t>(1, ms.count());
   }
-  if (!service_.register_id(request_id_, 0)) {
+  if (!service_.request_ids().add(tenant_, request_id_)) {
     Finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "request_id: '" + request_id_ + "' is already running"));
     return;
   }
   registered_ = true;
-  ctx->AddInitialMetadata("x-request-id", request_id_);
+  for (const auto& [key, value] : response_metadata(request_id_)) ctx->AddInitialMetadata(key, value);
 
   link_ = std::make_shared<StreamLink>();
   link_->stream = this;
   SubmitResult r = engine.submit(std::move(req), std::make_shared<StreamSink>(link_));
   if (!r.ok()) {
-    Finish(submit_status(r));
+    Finish(submit_grpc_status(r));
     return;
   }
   engine_id_ = r.id;
-  service_.set_engine_id(request_id_, engine_id_);
+  service_.request_ids().set_engine_id(tenant_, request_id_, engine_id_);
   Action action;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -96,29 +97,15 @@ void GenerateStream::deliver(Event ev) {
       const Completion& c = *ev.completion;
       pending_complete_.emplace();
       to_proto(c, request_id_, &*pending_complete_);
-      final_status_ = completion_status(c);
+      final_status_ = to_grpc(completion_status(c, service_.shutting_down()));
       spdlog::info("request {} done: prompt {} tokens, output {} tokens, ttft {:.3f} s, total {:.3f} s, {} ({})",
-                   request_id_, c.prompt_tokens, c.completion_tokens, c.time_to_first_token_s, c.total_time_s,
-                   finish_reason_name(c.reason), final_status_.ok() ? "OK" : final_status_.error_message());
+                   log_escape(request_id_), c.prompt_tokens, c.completion_tokens, c.time_to_first_token_s, c.total_time_s,
+                   finish_reason_name(c.reason), final_status_.ok() ? "OK" : log_escape(final_status_.error_message()));
     }
     if (!active_ || writing_) return;
     action = next_action_locked();
   }
   perform(action);
-}
-
-grpc::Status GenerateStream::completion_status(const Completion& c) const {
-  switch (c.reason) {
-    case FinishReason::kCancelled:
-      return service_.shutting_down() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down")
-                                      : grpc::Status(grpc::StatusCode::CANCELLED, "request aborted");
-    case FinishReason::kDeadline:
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
-    case FinishReason::kError:
-      return grpc::Status(grpc::StatusCode::INTERNAL, c.error);
-    default:
-      return grpc::Status::OK;
-  }
 }
 
 GenerateStream::Action GenerateStream::next_action_locked() {
@@ -181,7 +168,7 @@ void GenerateStream::OnDone() {
     std::lock_guard<std::recursive_mutex> lock(link_->mu);
     link_->stream = nullptr;
   }
-  if (registered_) service_.unregister_id(request_id_);
+  if (registered_) service_.request_ids().remove(tenant_, request_id_);
   InferenceService& service = service_;
   delete this;
   service.stream_done();

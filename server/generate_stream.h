@@ -29,9 +29,9 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   enum class Action { kNone, kWrite, kFinish };
   Action next_action_locked();
   void perform(Action action);
-  grpc::Status completion_status(const Completion& c) const;
 
   InferenceService& service_;
+  std::string tenant_;      // who made the request (see BearerAuth)
   std::string request_id_;
   bool registered_ = false;
   uint64_t engine_id_ = 0;

@@ -6,32 +6,14 @@
 #include "utf8.h"
 
 namespace kvserve {
-namespace {
-
-// Compares without an early exit, so response time does not reveal how much of a token matched.
-bool same(const std::string& a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-}  // namespace
-
-grpc::Status InferenceService::authorize(const grpc::CallbackServerContext* ctx) const {
-  if (tokens_.empty()) return grpc::Status::OK;
+grpc::Status InferenceService::authorize(const grpc::CallbackServerContext* ctx, std::string* tenant) const {
+  std::optional<std::string_view> header;
   const auto& md = ctx->client_metadata();
-  auto it = md.find("authorization");
-  if (it != md.end()) {
-    const std::string_view value(it->second.data(), it->second.size());
-    constexpr std::string_view kBearer = "Bearer ";
-    if (value.substr(0, kBearer.size()) == kBearer) {
-      bool ok = false;
-      for (const auto& t : tokens_) ok |= same(t, value.substr(kBearer.size()));
-      if (ok) return grpc::Status::OK;
-    }
-  }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "authorization: a valid bearer token is required");
+  if (auto it = md.find("authorization"); it != md.end()) header = std::string_view(it->second.data(), it->second.size());
+  std::optional<std::string> who = auth_.tenant(header);
+  if (!who) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(BearerAuth::kUnauthenticatedMessage));
+  if (tenant) *tenant = std::move(*who);
+  return grpc::Status::OK;
 }
 
 // Answers a unary call with `status` if it is not OK (the caller then returns the reactor).
@@ -98,33 +80,22 @@ grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext
 
 grpc::ServerUnaryReactor* InferenceService::Abort(grpc::CallbackServerContext* ctx, const v1::AbortRequest* request,
                                                   v1::AbortResponse* response) {
-  KVSERVE_AUTHORIZE_UNARY(ctx)
-  uint64_t engine_id = 0;
-  {
-    std::lock_guard<std::mutex> lock(ids_mu_);
-    auto it = live_ids_.find(request->request_id());
-    if (it != live_ids_.end()) engine_id = it->second;
-  }
-  if (engine_id) engine_.cancel(engine_id);
-  response->set_found(engine_id != 0);
   auto* reactor = ctx->DefaultReactor();
+  std::string tenant;
+  if (grpc::Status auth = authorize(ctx, &tenant); !auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
+  if (std::string err = check_request_id(request->request_id()); !err.empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, err));
+    return reactor;
+  }
+  // Another tenant's request is, to this caller, one that does not exist.
+  const std::optional<uint64_t> engine_id = request_ids_.find(tenant, request->request_id());
+  if (engine_id && *engine_id) engine_.cancel(*engine_id);
+  response->set_found(engine_id && *engine_id);
   reactor->Finish(grpc::Status::OK);
   return reactor;
-}
-
-bool InferenceService::register_id(const std::string& request_id, uint64_t engine_id) {
-  std::lock_guard<std::mutex> lock(ids_mu_);
-  return live_ids_.emplace(request_id, engine_id).second;
-}
-
-void InferenceService::set_engine_id(const std::string& request_id, uint64_t engine_id) {
-  std::lock_guard<std::mutex> lock(ids_mu_);
-  live_ids_[request_id] = engine_id;
-}
-
-void InferenceService::unregister_id(const std::string& request_id) {
-  std::lock_guard<std::mutex> lock(ids_mu_);
-  live_ids_.erase(request_id);
 }
 
 }  // namespace kvserve

@@ -8,9 +8,10 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "core/bearer_auth.h"
+#include "core/request_ids.h"
 #include "engine.h"
 #include "kvserve.grpc.pb.h"
 #include "metrics.h"
@@ -19,13 +20,14 @@ namespace kvserve {
 
 class InferenceService final : public v1::Inference::CallbackService {
  public:
-  // tokens: accepted bearer tokens; empty = no authentication.
+  // auth: the accepted bearer tokens (none = no authentication).
   // inspect_max_tokens: longest prompt the inspection RPCs take.
-  InferenceService(Engine& engine, std::vector<std::string> tokens, int32_t inspect_max_tokens)
-      : engine_(engine), tokens_(std::move(tokens)), inspect_max_tokens_(inspect_max_tokens) {}
+  InferenceService(Engine& engine, BearerAuth auth, int32_t inspect_max_tokens)
+      : engine_(engine), auth_(std::move(auth)), inspect_max_tokens_(inspect_max_tokens) {}
 
-  // OK, or UNAUTHENTICATED when tokens are configured and the call carries none of them.
-  grpc::Status authorize(const grpc::CallbackServerContext* ctx) const;
+  // OK with the caller's tenant in *tenant, or UNAUTHENTICATED when tokens are configured and
+  // the call carries none of them.
+  grpc::Status authorize(const grpc::CallbackServerContext* ctx, std::string* tenant = nullptr) const;
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* ctx,
                                                            const v1::GenerateRequest* request) override;
@@ -50,11 +52,8 @@ class InferenceService final : public v1::Inference::CallbackService {
 
   Engine& engine() { return engine_; }
   ServerMetrics& metrics() { return metrics_; }
-  // Request ids of live streams, for Abort. register_id fails if the id is already live.
-  bool register_id(const std::string& request_id, uint64_t engine_id);
-  void set_engine_id(const std::string& request_id, uint64_t engine_id);
-  void unregister_id(const std::string& request_id);
-  std::string next_request_id() { return "kvs-" + std::to_string(++counter_); }
+  // Request ids of live streams by tenant, for Abort.
+  RequestRegistry& request_ids() { return request_ids_; }
 
   // Live Generate streams, so shutdown can wait for the last final message to be written.
   void stream_started();
@@ -63,13 +62,11 @@ class InferenceService final : public v1::Inference::CallbackService {
 
  private:
   Engine& engine_;
-  std::vector<std::string> tokens_;
+  BearerAuth auth_;
   int32_t inspect_max_tokens_;
   ServerMetrics metrics_;
   std::atomic<bool> shutting_down_ = false;
-  std::atomic<uint64_t> counter_ = 0;
-  std::mutex ids_mu_;
-  std::unordered_map<std::string, uint64_t> live_ids_;
+  RequestRegistry request_ids_;
   std::mutex streams_mu_;
   std::condition_variable streams_cv_;
   int64_t live_streams_ = 0;

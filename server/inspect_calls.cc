@@ -61,16 +61,8 @@ Request inspect_request(std::vector<int32_t> prompt, const grpc::CallbackServerC
 
 // OK when every request ran to its end; otherwise the status of the first that did not.
 grpc::Status completions_status(const std::vector<Completion>& done, bool shutting_down) {
-  for (const Completion& c : done) {
-    switch (c.reason) {
-      case FinishReason::kCancelled:
-        return shutting_down ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down")
-                             : grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-      case FinishReason::kDeadline: return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
-      case FinishReason::kError: return grpc::Status(grpc::StatusCode::INTERNAL, c.error);
-      default: break;
-    }
-  }
+  for (const Completion& c : done)
+    if (ServiceStatus s = completion_status(c, shutting_down); !s.ok()) return to_grpc(s);
   return grpc::Status::OK;
 }
 
@@ -110,7 +102,7 @@ InspectAttentionCall::InspectAttentionCall(InferenceService& service, grpc::Call
   fan_out_ = std::make_shared<EngineFanOut>(engine);
   SubmitResult r = fan_out_->start({std::move(main), std::move(probe)},
                                    [this](std::vector<Completion>& done) { answer(done); });
-  if (!r.ok()) Finish(submit_status(r));
+  if (!r.ok()) Finish(submit_grpc_status(r));
 }
 
 void InspectAttentionCall::answer(std::vector<Completion>& done) {
@@ -192,7 +184,7 @@ HeadImportanceCall::HeadImportanceCall(InferenceService& service, grpc::Callback
     fan_out_ = fan_out;
   }
   SubmitResult r = fan_out->start(std::move(requests), [this](std::vector<Completion>& done) { rank(done); });
-  if (!r.ok()) Finish(submit_status(r));
+  if (!r.ok()) Finish(submit_grpc_status(r));
 }
 
 void HeadImportanceCall::rank(std::vector<Completion>& done) {
@@ -239,7 +231,7 @@ void HeadImportanceCall::rank(std::vector<Completion>& done) {
   }
   // Runs on the engine loop thread: submit only queues, so this cannot deadlock.
   SubmitResult r = fan_out->start(std::move(prefixes), [this](std::vector<Completion>& d) { measure_joint(d); });
-  if (!r.ok()) Finish(submit_status(r));
+  if (!r.ok()) Finish(submit_grpc_status(r));
 }
 
 void HeadImportanceCall::measure_joint(std::vector<Completion>& done) {

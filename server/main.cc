@@ -94,15 +94,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> tokens;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   try {
-    if (!cfg.server.auth_token_file.empty()) {
-      std::ifstream in(cfg.server.auth_token_file);
-      if (!in) throw kvserve::ConfigError("server.auth_token_file: cannot read " + cfg.server.auth_token_file);
-      for (std::string line; std::getline(in, line);) {
-        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-        if (!line.empty() && line[0] != '#') tokens.push_back(line);
-      }
-      if (tokens.empty()) throw kvserve::ConfigError("server.auth_token_file: no tokens in " + cfg.server.auth_token_file);
-    }
+    if (!cfg.server.auth_token_file.empty()) tokens = kvserve::load_bearer_tokens(cfg.server.auth_token_file);
     if (!cfg.server.tls_cert_file.empty()) {
       auto slurp = [](const std::string& path, const char* field) {
         std::ifstream in(path);
@@ -120,7 +112,7 @@ int main(int argc, char** argv) {
   }
   spdlog::info("TLS {}, bearer-token authentication {}", cfg.server.tls_cert_file.empty() ? "off" : "on",
                tokens.empty() ? "off" : "on (" + std::to_string(tokens.size()) + " tokens)");
-  kvserve::InferenceService service(*engine, std::move(tokens), cfg.server.inspect_max_tokens);
+  kvserve::InferenceService service(*engine, kvserve::BearerAuth(std::move(tokens)), cfg.server.inspect_max_tokens);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -133,7 +125,9 @@ int main(int argc, char** argv) {
     spdlog::error("cannot listen on {}", cfg.server.listen);
     return 1;
   }
+  // The overall status ("") and the service's own name, which probes often ask for.
   server->GetHealthCheckService()->SetServingStatus(true);
+  server->GetHealthCheckService()->SetServingStatus(kvserve::v1::Inference::service_full_name(), true);
   const std::string host = cfg.server.listen.substr(0, cfg.server.listen.rfind(':'));
   spdlog::info("serving kvserve.v1.Inference on {}:{}", host, port);
   if (!cfg.server.port_file.empty()) {
@@ -163,6 +157,7 @@ int main(int argc, char** argv) {
   spdlog::info("received {}: draining for up to {} ms", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                cfg.server.shutdown_grace_ms);
   server->GetHealthCheckService()->SetServingStatus(false);
+  server->GetHealthCheckService()->SetServingStatus(kvserve::v1::Inference::service_full_name(), false);
   service.begin_shutdown();
   engine->shutdown(kvserve::Engine::Shutdown::kDrain, std::chrono::milliseconds(cfg.server.shutdown_grace_ms));
   // Every stream has its final event now; give the last writes a moment to reach the clients.

@@ -1,5 +1,6 @@
 #include "proto_convert.h"
 
+#include "core/request_ids.h"
 #include "utf8.h"
 
 namespace kvserve {
@@ -20,7 +21,11 @@ Status to_engine_request(const v1::GenerateRequest& in, const Tokenizer& tokeniz
   } else {
     out->prompt.assign(in.prompt_token_ids().begin(), in.prompt_token_ids().end());
   }
-  out->client_id = in.request_id();
+  if (!in.request_id().empty()) {  // empty, like absent: the server assigns one
+    if (std::string err = check_request_id(in.request_id()); !err.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, err);
+    out->client_id = in.request_id();
+  }
   const v1::SamplingParams& s = in.sampling();
   SamplingParams& o = out->sampling;
   if (s.has_max_new_tokens()) o.max_new_tokens = s.max_new_tokens();
@@ -40,15 +45,26 @@ Status to_engine_request(const v1::GenerateRequest& in, const Tokenizer& tokeniz
   return Status::OK;
 }
 
-Status submit_status(const SubmitResult& r) {
-  switch (r.code) {
-    case SubmitCode::kOk: return Status::OK;
-    case SubmitCode::kInvalidArgument: return Status(StatusCode::INVALID_ARGUMENT, r.message);
-    case SubmitCode::kNeverFits: return Status(StatusCode::RESOURCE_EXHAUSTED, r.message);
-    case SubmitCode::kOverloaded: return Status(StatusCode::RESOURCE_EXHAUSTED, r.message);
-    case SubmitCode::kShuttingDown: return Status(StatusCode::UNAVAILABLE, r.message);
+Status to_grpc(const ServiceStatus& s) {
+  switch (s.code) {
+    case ServiceCode::kOk: return Status::OK;
+    case ServiceCode::kInvalidArgument: return Status(StatusCode::INVALID_ARGUMENT, s.message);
+    case ServiceCode::kUnauthenticated: return Status(StatusCode::UNAUTHENTICATED, s.message);
+    case ServiceCode::kNotFound: return Status(StatusCode::NOT_FOUND, s.message);
+    case ServiceCode::kAlreadyExists: return Status(StatusCode::ALREADY_EXISTS, s.message);
+    case ServiceCode::kResourceExhausted: return Status(StatusCode::RESOURCE_EXHAUSTED, s.message);
+    case ServiceCode::kUnavailable: return Status(StatusCode::UNAVAILABLE, s.message);
+    case ServiceCode::kCancelled: return Status(StatusCode::CANCELLED, s.message);
+    case ServiceCode::kDeadlineExceeded: return Status(StatusCode::DEADLINE_EXCEEDED, s.message);
+    case ServiceCode::kInternal: return Status(StatusCode::INTERNAL, s.message);
   }
-  return Status(StatusCode::INTERNAL, "unknown submit result");
+  return Status(StatusCode::INTERNAL, s.message);
+}
+
+std::vector<std::pair<std::string, std::string>> response_metadata(const std::string& request_id) {
+  // Checked again here, whatever the caller did: gRPC aborts the process on an illegal value.
+  if (!check_request_id(request_id).empty()) return {};
+  return {{"x-request-id", request_id}};
 }
 
 v1::FinishReason to_proto(FinishReason r) {

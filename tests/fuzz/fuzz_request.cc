@@ -1,13 +1,20 @@
 // libFuzzer target for request validation: the bytes are a kvserve.v1.GenerateRequest on the
-// wire, taken through the same path as the server's Generate handler (parse, convert, validate).
-// A refused request must name a field; an accepted one must satisfy every limit, and its stop
-// strings must never leak into the streamed text.
+// wire, taken through the same path as the server's Generate handler (parse, convert, validate,
+// build the response metadata, log). A refused request must name a field; an accepted one must
+// satisfy every limit, its metadata must be what gRPC accepts as header values (gRPC aborts the
+// process on any other), its log line one printable line, and its stop strings must never leak
+// into the streamed text.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include <grpc/grpc.h>
+#include <grpc/slice.h>
+
+#include "core/log_text.h"
+#include "core/request_ids.h"
 #include "gguf.h"
 #include "kvserve.pb.h"
 #include "model/synthetic.h"
@@ -42,13 +49,29 @@ const Vocab& vocab() {
 }
 
 bool names_a_field(const std::string& message) {
-  for (const char* field : {"prompt", "prompt_token_ids", "sampling.", "deadline_ms"})
+  for (const char* field : {"prompt", "prompt_token_ids", "sampling.", "deadline_ms", "request_id"})
     if (message.rfind(field, 0) == 0) return true;
   return false;
 }
 
 void check(bool ok) {
   if (!ok) std::abort();
+}
+
+// What gRPC core itself checks before it sends a metadata element.
+bool legal_header(const std::string& key, const std::string& value) {
+  grpc_slice k = grpc_slice_from_copied_buffer(key.data(), key.size());
+  grpc_slice v = grpc_slice_from_copied_buffer(value.data(), value.size());
+  const bool ok = grpc_header_key_is_legal(k) && grpc_header_nonbin_value_is_legal(v);
+  grpc_slice_unref(k);
+  grpc_slice_unref(v);
+  return ok;
+}
+
+bool printable_line(const std::string& s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) return false;
+  return true;
 }
 
 }  // namespace
@@ -77,7 +100,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
 
-  // Accepted: every limit holds.
+  // Accepted: the id (the client's or one the server assigns) reaches metadata and the log safely.
+  const std::string id = in.request_id().empty() ? kvserve::random_request_id() : in.request_id();
+  const auto metadata = kvserve::response_metadata(id);
+  check(metadata.size() == 1);
+  for (const auto& [key, value] : metadata) check(legal_header(key, value));
+  check(printable_line(kvserve::log_escape(id)) && printable_line(kvserve::log_escape(in.prompt())));
+
+  // Every limit holds.
   const kvserve::SamplingParams& s = request.sampling;
   check(!request.prompt.empty());
   for (int32_t id : request.prompt) check(id >= 0 && id < tok.vocab_size());

@@ -76,6 +76,7 @@ EngineOptions engine_options_from_json(const json& config) {
   read(s, "scheduler", "max_num_batched_tokens", o.scheduler.max_num_batched_tokens, seen);
   read(s, "scheduler", "max_model_len", o.scheduler.max_model_len, seen);
   read(s, "scheduler", "max_waiting", o.scheduler.max_waiting, seen);
+  read(s, "scheduler", "background_tokens_per_step", o.scheduler.background_tokens_per_step, seen);
   reject_unknown(s, "scheduler", seen);
   return o;
 }
@@ -98,6 +99,8 @@ void validate(const EngineOptions& o) {
                       "every running sequence can decode in one step");
   if (o.scheduler.max_model_len < 0) throw ConfigError("scheduler.max_model_len: must be >= 0");
   if (o.scheduler.max_waiting < 1) throw ConfigError("scheduler.max_waiting: must be >= 1");
+  if (o.scheduler.background_tokens_per_step < 0)
+    throw ConfigError("scheduler.background_tokens_per_step: must be >= 0 (0 = no limit)");
 }
 
 json load_json_file(const std::string& path) {

@@ -38,7 +38,11 @@ struct SchedulerOptions {
   int32_t max_num_seqs = 64;              // sequences in one step at most (the batch size)
   int32_t max_num_batched_tokens = 2048;  // tokens (prompt chunks + decodes) in one step at most
   int32_t max_model_len = 0;              // prompt + output tokens per request; 0 = model's context
-  int32_t max_waiting = 1024;             // queued requests beyond which submit says "overloaded"
+  int32_t max_waiting = 1024;             // queued interactive requests beyond which submit says
+                                          // "overloaded" (background work is bounded by its callers)
+  // Tokens of background (inspection) work in one step at most, so that a step that carries it
+  // stays short and an interactive request arriving meanwhile starts soon; 0 = no limit.
+  int32_t background_tokens_per_step = 16;
 };
 
 struct EngineOptions {

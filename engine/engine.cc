@@ -149,13 +149,15 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_ || stop_) return {SubmitCode::kShuttingDown, 0, "server is shutting down"};
-    if (waiting_ + inbox_submits_ >= options_.scheduler.max_waiting)
+    const bool interactive = seq->request.priority == Priority::kInteractive;
+    if (interactive && waiting_ + inbox_submits_ >= options_.scheduler.max_waiting)
       return {SubmitCode::kOverloaded, 0,
               "overloaded: " + std::to_string(options_.scheduler.max_waiting) + " requests already waiting"};
     const uint64_t seed = seq->request.sampling.seed ? *seq->request.sampling.seed : seed_source_();
     seq->sampler = std::make_unique<Sampler>(seq->request.sampling, seed);
     inbox_.emplace_back(std::move(seq));
-    ++inbox_submits_;
+    if (interactive) ++inbox_submits_;
+    ++inbox_sequences_;
   }
   wake_.notify_one();
   return {SubmitCode::kOk, id, {}};
@@ -197,7 +199,7 @@ void Engine::shutdown(Shutdown mode, std::chrono::milliseconds grace) {
   accepting_ = false;
   if (mode == Shutdown::kDrain) {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait_for(lock, grace, [&] { return live_ == 0 && inbox_submits_ == 0; });
+    idle_.wait_for(lock, grace, [&] { return live_ == 0 && inbox_sequences_ == 0; });
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -232,6 +234,7 @@ void Engine::loop() {
       wake_.wait(lock, [&] { return !inbox_.empty() || stop_ || !seqs_.empty(); });
       msgs.swap(inbox_);
       inbox_submits_ = 0;
+      inbox_sequences_ = 0;
       stopping = stop_;
     }
     take_inbox(msgs);
@@ -394,6 +397,7 @@ void Engine::publish_stats() {
   if (scheduler_) {
     s.running = static_cast<int32_t>(scheduler_->running().size());
     s.waiting = static_cast<int32_t>(scheduler_->waiting().size());
+    s.waiting_background = static_cast<int32_t>(scheduler_->background_waiting().size());
     s.preemptions_total = scheduler_->preemptions_total();
     for (Sequence* q : scheduler_->running()) s.tokens_cached += q->num_computed;
     s.prefix_caching = scheduler_->prefix_caching();

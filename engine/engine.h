@@ -50,7 +50,8 @@ struct ModelInfo {
 
 struct EngineStats {
   int32_t running = 0;
-  int32_t waiting = 0;
+  int32_t waiting = 0;             // interactive requests waiting to be admitted
+  int32_t waiting_background = 0;  // background (inspection) requests waiting
   int64_t preemptions_total = 0;
   int32_t blocks_total = 0;
   int32_t blocks_used = 0;
@@ -136,8 +137,9 @@ class Engine {
   std::condition_variable wake_;   // the loop waits here for messages
   std::condition_variable idle_;   // shutdown waits here for the drain
   std::vector<Message> inbox_;
-  int32_t inbox_submits_ = 0;
-  std::atomic<int32_t> waiting_ = 0;
+  int32_t inbox_submits_ = 0;    // interactive sequences in the inbox (for max_waiting)
+  int32_t inbox_sequences_ = 0;  // all sequences in the inbox (for the drain)
+  std::atomic<int32_t> waiting_ = 0;  // interactive sequences the scheduler has waiting
   std::atomic<int32_t> live_ = 0;  // sequences the loop owns
   std::atomic<bool> accepting_ = true;
   bool stop_ = false;

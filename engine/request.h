@@ -55,6 +55,11 @@ struct AttentionCapture {
   }
 };
 
+// Interactive requests (Generate) come first; background ones (the inspection calls' many
+// sub-requests) take what is left of a step, within scheduler.background_tokens_per_step, never
+// while an interactive prompt is being processed, and do not count against max_waiting.
+enum class Priority { kInteractive, kBackground };
+
 struct Request {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted
   SamplingParams sampling;
@@ -62,6 +67,7 @@ struct Request {
   std::string client_id;        // the caller's own id, echoed in logs
   // Abort on its own once this much time has passed since submit (0 = no deadline).
   int64_t deadline_ms = 0;
+  Priority priority = Priority::kInteractive;
 };
 
 enum class FinishReason { kNone, kLength, kStop /* EOS or a stop token */, kStopString, kCancelled,

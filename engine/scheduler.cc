@@ -60,9 +60,11 @@ std::string Scheduler::check_fits(int64_t prompt_len, int64_t max_total) const {
   return {};
 }
 
+bool Scheduler::background(const Sequence* seq) { return seq->request.priority == Priority::kBackground; }
+
 void Scheduler::add(Sequence* seq) {
   seq->status = SeqStatus::kWaiting;
-  waiting_.push_back(seq);
+  (background(seq) ? background_ : waiting_).push_back(seq);
 }
 
 void Scheduler::remove(Sequence* seq) {
@@ -70,18 +72,21 @@ void Scheduler::remove(Sequence* seq) {
   seq->block_hashes.clear();
   auto r = std::find(running_.begin(), running_.end(), seq);
   if (r != running_.end()) running_.erase(r);
-  auto w = std::find(waiting_.begin(), waiting_.end(), seq);
-  if (w != waiting_.end()) waiting_.erase(w);
+  std::deque<Sequence*>& queue = background(seq) ? background_ : waiting_;
+  auto w = std::find(queue.begin(), queue.end(), seq);
+  if (w != queue.end()) queue.erase(w);
   seq->status = SeqStatus::kFinished;
 }
 
-// The running sequence that loses the least work when its cache is dropped: the fewest
-// computed tokens; among equals the most recently admitted.
+// Background sequences first; then the running sequence that loses the least work when its
+// cache is dropped: the fewest computed tokens; among equals the most recently admitted.
 Sequence* Scheduler::pick_victim(const Sequence* except) const {
   Sequence* best = nullptr;
   for (Sequence* s : running_) {
     if (s == except) continue;
-    if (!best || s->num_computed <= best->num_computed) best = s;
+    if (!best || (background(s) && !background(best)) ||
+        (background(s) == background(best) && s->num_computed <= best->num_computed))
+      best = s;
   }
   return best;
 }
@@ -98,20 +103,54 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget) {
   ++seq->preemptions;
   ++preemptions_total_;
   running_.erase(std::find(running_.begin(), running_.end(), seq));
-  waiting_.push_front(seq);
+  (background(seq) ? background_ : waiting_).push_front(seq);
   out.preempted.push_back(seq);
+}
+
+void Scheduler::append_chunk(Sequence* seq, int64_t n, SchedulerOutput& out, int64_t& budget) {
+  seq->table.grow_to(seq->num_computed + n, alloc_);
+  out.chunks.push_back({seq, static_cast<int32_t>(n), seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
+  out.n_tokens += n;
+  budget -= n;
+}
+
+// The waiting queue's head while it fits, first come first served. The head is never skipped:
+// if it does not fit now, nobody behind it overtakes it (no starvation). Nothing is admitted in
+// a step that had to preempt, or the victim would be evicted again at once.
+void Scheduler::admit(std::deque<Sequence*>& queue, int64_t& cap, SchedulerOutput& out, int64_t& budget) {
+  while (out.preempted.empty() && !queue.empty() && cap > 0 && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
+    Sequence* seq = queue.front();
+    // Cached prefix blocks cost neither compute budget nor new blocks.
+    if (prefix_caching_ && seq->shares_cache && seq->table.blocks().empty()) attach_cached_prefix(seq);
+    const int64_t n = std::min({seq->num_uncomputed(), budget, cap});
+    if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
+      detach(seq);
+      break;
+    }
+    if (seq->preemptions == 0) {
+      seq->cached_prompt_tokens = static_cast<int32_t>(std::min<int64_t>(seq->num_computed, seq->num_prompt));
+      prompt_tokens_admitted_ += seq->num_prompt;
+      prompt_tokens_cached_ += seq->cached_prompt_tokens;
+    }
+    queue.pop_front();
+    seq->status = SeqStatus::kRunning;
+    running_.push_back(seq);
+    append_chunk(seq, n, out, budget);
+    cap -= n;
+  }
 }
 
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = options_.max_num_batched_tokens;
 
-  // Running sequences first: their decodes (one token each), then their prompt chunks, so a
-  // long prompt never holds back another sequence's next token.
+  // Running interactive sequences first: their decodes (one token each), then their prompt
+  // chunks, so a long prompt never holds back another sequence's next token.
   for (int pass = 0; pass < 2; ++pass) {
     const std::vector<Sequence*> snapshot = running_;
     for (Sequence* seq : snapshot) {
-      if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this step
+      if (seq->status != SeqStatus::kRunning || background(seq)) continue;  // preempted earlier in this step
       const int64_t need = seq->num_uncomputed();
       if (need <= 0 || (pass == 0) != (need == 1)) continue;
       const int64_t n = std::min(need, budget);
@@ -126,40 +165,32 @@ SchedulerOutput Scheduler::schedule() {
         }
         preempt(victim, out, budget);
       }
-      if (self_preempted) continue;
-      seq->table.grow_to(seq->num_computed + n, alloc_);
-      out.chunks.push_back({seq, static_cast<int32_t>(n), seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
-      out.n_tokens += n;
-      budget -= n;
+      if (!self_preempted) append_chunk(seq, n, out, budget);
     }
   }
+  int64_t no_cap = budget;
+  admit(waiting_, no_cap, out, budget);
 
-  // Then the waiting queue, first come first served. The head is never skipped: if it does not
-  // fit now, nobody behind it overtakes it (no starvation). Nothing is admitted in a step that
-  // had to preempt, or the victim would be evicted again at once.
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
-         static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
-    // Cached prefix blocks cost neither compute budget nor new blocks.
-    if (prefix_caching_ && seq->shares_cache && seq->table.blocks().empty()) attach_cached_prefix(seq);
-    const int64_t n = std::min(seq->num_uncomputed(), budget);
+  // Background work only in steps that process no interactive prompt, so it never delays a
+  // first token by more than the short step it rides in; and only up to its own cap.
+  for (const ScheduledChunk& c : out.chunks)
+    if (!background(c.seq) && c.seq->num_computed < c.seq->num_prompt) return out;
+  const int32_t per_step = options_.background_tokens_per_step;
+  int64_t cap = per_step > 0 ? std::min<int64_t>(budget, per_step) : budget;
+  const std::vector<Sequence*> snapshot = running_;
+  for (Sequence* seq : snapshot) {
+    if (seq->status != SeqStatus::kRunning || !background(seq)) continue;
+    const int64_t n = std::min(seq->num_uncomputed(), cap);
+    if (n <= 0) continue;
+    // Background work never evicts anyone: short of blocks, it steps aside itself.
     if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
-      detach(seq);
-      break;
+      preempt(seq, out, budget);
+      continue;
     }
-    if (seq->preemptions == 0) {
-      seq->cached_prompt_tokens = static_cast<int32_t>(std::min<int64_t>(seq->num_computed, seq->num_prompt));
-      prompt_tokens_admitted_ += seq->num_prompt;
-      prompt_tokens_cached_ += seq->cached_prompt_tokens;
-    }
-    waiting_.pop_front();
-    seq->status = SeqStatus::kRunning;
-    running_.push_back(seq);
-    seq->table.grow_to(seq->num_computed + n, alloc_);
-    out.chunks.push_back({seq, static_cast<int32_t>(n), seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
-    out.n_tokens += n;
-    budget -= n;
+    append_chunk(seq, n, out, budget);
+    cap -= n;
   }
+  admit(background_, cap, out, budget);
   return out;
 }
 

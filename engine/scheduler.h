@@ -41,7 +41,9 @@ class Scheduler {
   // After a step: registers the sequence's newly completed full blocks in the prefix cache.
   void register_computed_blocks(Sequence* seq);
 
+  // Waiting interactive sequences (what max_waiting limits), and waiting background ones.
   const std::deque<Sequence*>& waiting() const { return waiting_; }
+  const std::deque<Sequence*>& background_waiting() const { return background_; }
   const std::vector<Sequence*>& running() const { return running_; }
   int64_t preemptions_total() const { return preemptions_total_; }
   bool prefix_caching() const { return prefix_caching_; }
@@ -50,7 +52,11 @@ class Scheduler {
   int64_t prompt_tokens_cached() const { return prompt_tokens_cached_; }
 
  private:
+  static bool background(const Sequence* seq);
   void preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget);
+  void append_chunk(Sequence* seq, int64_t n, SchedulerOutput& out, int64_t& budget);
+  // Admits from `queue` while it fits, taking at most `cap` tokens (cap and budget shrink).
+  void admit(std::deque<Sequence*>& queue, int64_t& cap, SchedulerOutput& out, int64_t& budget);
   Sequence* pick_victim(const Sequence* except) const;
   void attach_cached_prefix(Sequence* seq);
   void detach(Sequence* seq);
@@ -58,7 +64,8 @@ class Scheduler {
   SchedulerOptions options_;
   BlockAllocator& alloc_;
   int32_t block_size_;
-  std::deque<Sequence*> waiting_;
+  std::deque<Sequence*> waiting_;     // interactive, first come first served
+  std::deque<Sequence*> background_;  // background, first come first served, after waiting_
   std::vector<Sequence*> running_;  // in order of admission
   int64_t preemptions_total_ = 0;
   bool prefix_caching_;

@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "bench_inspect_load.h"
 #include "kvserve.grpc.pb.h"
 
 namespace {
@@ -120,6 +121,8 @@ int main(int argc, char** argv) {
   double rate = 0, cancel_fraction = 0;
   uint32_t seed = 0;
   bool quiet = false;
+  kvserve::InspectLoadOptions inspect;
+  int inspect_load = 0;
   app.add_option("--addr", addr)->capture_default_str();
   app.add_option("--num-requests", num_requests)->capture_default_str();
   app.add_option("--concurrency", concurrency, "requests in flight at most (0 = no cap)")->capture_default_str();
@@ -137,6 +140,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed)->capture_default_str();
   app.add_option("--json", json_out, "write the results as JSON here");
   app.add_flag("--quiet", quiet, "no progress bar");
+  app.add_option("--inspect-load", inspect_load,
+                 "instead: time to first token of a short Generate alone and beside this many HeadImportance calls");
+  app.add_option("--inspect-tokens", inspect.inspect_tokens, "prompt tokens of each HeadImportance call")
+      ->capture_default_str();
+  app.add_option("--probes", inspect.probes, "probe Generates per phase (--inspect-load)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
@@ -150,6 +158,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kvserve-bench: cannot reach %s: %s\n", addr.c_str(), st.error_message().c_str());
       return 1;
     }
+  }
+  if (inspect_load > 0) {
+    inspect.calls = inspect_load;
+    inspect.seed = seed;
+    return kvserve::run_inspect_load(*stub, info, inspect, json_out);
   }
   std::mt19937 rng(seed);
   std::vector<pb::GenerateRequest> reqs(num_requests);

@@ -102,6 +102,13 @@ grpc::ServerUnaryReactor* InferenceService::Abort(grpc::CallbackServerContext* c
 
 namespace kvserve {
 
+bool InferenceService::begin_inspection() {
+  int32_t n = inspect_calls_.load();
+  while (n < max_inspect_calls_)
+    if (inspect_calls_.compare_exchange_weak(n, n + 1)) return true;
+  return false;
+}
+
 void InferenceService::stream_started() {
   std::lock_guard<std::mutex> lock(streams_mu_);
   ++live_streams_;

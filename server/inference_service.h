@@ -22,8 +22,10 @@ class InferenceService final : public v1::Inference::CallbackService {
  public:
   // auth: the accepted bearer tokens (none = no authentication).
   // inspect_max_tokens: longest prompt the inspection RPCs take.
-  InferenceService(Engine& engine, BearerAuth auth, int32_t inspect_max_tokens)
-      : engine_(engine), auth_(std::move(auth)), inspect_max_tokens_(inspect_max_tokens) {}
+  // max_inspect_calls: inspection calls running at once.
+  InferenceService(Engine& engine, BearerAuth auth, int32_t inspect_max_tokens, int32_t max_inspect_calls = 4)
+      : engine_(engine), auth_(std::move(auth)), inspect_max_tokens_(inspect_max_tokens),
+        max_inspect_calls_(max_inspect_calls) {}
 
   // OK with the caller's tenant in *tenant, or UNAUTHENTICATED when tokens are configured and
   // the call carries none of them.
@@ -45,12 +47,18 @@ class InferenceService final : public v1::Inference::CallbackService {
   grpc::ServerUnaryReactor* HeadImportance(grpc::CallbackServerContext* ctx, const v1::HeadImportanceRequest* request,
                                            v1::HeadImportanceResponse* response) override;
   int32_t inspect_max_tokens() const { return inspect_max_tokens_; }
+  // A slot for one inspection call (false: server.max_inspect_calls are running); end_inspection
+  // gives it back.
+  bool begin_inspection();
+  void end_inspection() { --inspect_calls_; }
+  int32_t max_inspect_calls() const { return max_inspect_calls_; }
 
   // From now on, cancelled streams end with UNAVAILABLE ("shutting down").
   void begin_shutdown() { shutting_down_ = true; }
   bool shutting_down() const { return shutting_down_; }
 
   Engine& engine() { return engine_; }
+  const BearerAuth& auth() const { return auth_; }
   ServerMetrics& metrics() { return metrics_; }
   // Request ids of live streams by tenant, for Abort.
   RequestRegistry& request_ids() { return request_ids_; }
@@ -64,6 +72,8 @@ class InferenceService final : public v1::Inference::CallbackService {
   Engine& engine_;
   BearerAuth auth_;
   int32_t inspect_max_tokens_;
+  int32_t max_inspect_calls_;
+  std::atomic<int32_t> inspect_calls_ = 0;
   ServerMetrics metrics_;
   std::atomic<bool> shutting_down_ = false;
   RequestRegistry request_ids_;

@@ -18,12 +18,15 @@ class InspectAttentionCall : public grpc::ServerUnaryReactor {
 
  private:
   void answer(std::vector<Completion>& done);
+  void add_matrices(const AttentionCapture& a);
 
   InferenceService& service_;
   v1::InspectAttentionResponse* response_;
   std::shared_ptr<EngineFanOut> fan_out_;
+  bool slot_ = false;  // holds one of server.max_inspect_calls
   std::vector<int32_t> prompt_ids_;
-  bool include_matrices_ = true;
+  enum class Matrices { kFitting, kFloat, kNone };  // see include_matrices in the proto
+  Matrices matrices_ = Matrices::kFitting;
   int32_t period_ = 0;
 };
 
@@ -47,6 +50,7 @@ class HeadImportanceCall : public grpc::ServerUnaryReactor {
   Request base_;                // the scored request every ablation copies
   std::vector<Ranked> order_;   // heads, least important first
   std::mutex mu_;
+  bool slot_ = false;  // holds one of server.max_inspect_calls
   std::shared_ptr<EngineFanOut> fan_out_;  // the current phase: singles, then the joint check
 };
 

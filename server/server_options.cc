@@ -50,12 +50,19 @@ ServeConfig serve_config_from_json(const json& config) {
     if (auto it = strings.find(k); it != strings.end()) {
       if (!v.is_string()) throw ConfigError(field + ": expected a string, got " + v.dump());
       c.server.*(it->second) = v.get<std::string>();
-    } else if (k == "shutdown_grace_ms" || k == "max_message_bytes" || k == "inspect_max_tokens") {
+    } else if (k == "metrics_auth") {
+      if (!v.is_boolean()) throw ConfigError(field + ": expected true or false, got " + v.dump());
+      c.server.metrics_auth = v.get<bool>();
+    } else if (k == "shutdown_grace_ms" || k == "max_message_bytes" || k == "inspect_max_tokens" ||
+               k == "max_inspect_calls") {
       if (!v.is_number_integer()) throw ConfigError(field + ": expected an integer, got " + v.dump());
       const int64_t x = v.get<int64_t>();
       if (k == "shutdown_grace_ms") {
         if (x < 0) throw ConfigError(field + ": must be >= 0");
         c.server.shutdown_grace_ms = x;
+      } else if (k == "max_inspect_calls") {
+        if (x < 1 || x > 1024) throw ConfigError(field + ": must be between 1 and 1024");
+        c.server.max_inspect_calls = static_cast<int32_t>(x);
       } else if (k == "inspect_max_tokens") {
         if (x < 2 || x > 4096) throw ConfigError(field + ": must be between 2 and 4096");
         c.server.inspect_max_tokens = static_cast<int32_t>(x);

@@ -16,11 +16,13 @@ struct ServerOptions {
   int64_t shutdown_grace_ms = 30000;       // on SIGTERM: time for in-flight requests to finish
   int32_t max_message_bytes = 4 << 20;     // largest request message accepted
   int32_t inspect_max_tokens = 256;        // longest prompt InspectAttention and HeadImportance take
+  int32_t max_inspect_calls = 4;           // inspection calls running at once; more get RESOURCE_EXHAUSTED
   std::string log_level = "info";          // trace, debug, info, warn, error
   std::string port_file;                   // if set, the bound port is written here (tests)
   std::string tls_cert_file;               // PEM certificate chain; with tls_key_file enables TLS
   std::string tls_key_file;                // PEM private key of that certificate
   std::string metrics_listen;              // HOST:PORT of the Prometheus /metrics endpoint; "" = off
+  bool metrics_auth = false;               // with auth_token_file: /metrics needs a bearer token too
   std::string auth_token_file;             // if set: bearer tokens, one per line, required on every
                                            // kvserve.v1 call ("authorization: Bearer <token>")
 };

@@ -318,6 +318,41 @@ TEST(Engine, OverloadRefusesBeyondMaxWaitingAndCompletesTheRest) {
   for (auto& s : accepted) EXPECT_EQ(collect(*s).completion.reason, FinishReason::kLength);
 }
 
+TEST(Engine, BackgroundWorkDoesNotCountAgainstMaxWaitingAndEqualsInteractive) {
+  EngineOptions o = options(synthetic_mha(), 256, 2);
+  o.scheduler.max_waiting = 2;
+  o.scheduler.background_tokens_per_step = 8;
+  Engine engine(o);
+  // Forty background requests with max_waiting 2: all accepted, none refused as overloaded.
+  std::vector<std::shared_ptr<QueueSink>> background;
+  for (int i = 0; i < 40; ++i) {
+    Request r = greedy_request({1, static_cast<int32_t>(5 + i), 7, 8, 9, 10, 11, 12, 13, 14}, 3);
+    r.priority = Priority::kBackground;
+    auto sink = std::make_shared<QueueSink>();
+    ASSERT_TRUE(engine.submit(std::move(r), sink).ok()) << "background request " << i;
+    background.push_back(sink);
+  }
+  // Interactive ones are still limited by max_waiting.
+  std::vector<std::shared_ptr<QueueSink>> interactive;
+  int overloaded = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto sink = std::make_shared<QueueSink>();
+    SubmitResult r = engine.submit(greedy_request({1, 2, 3}, 60), sink);
+    if (r.ok()) interactive.push_back(sink);
+    else if (r.code == SubmitCode::kOverloaded) ++overloaded;
+  }
+  EXPECT_GT(overloaded, 0);
+  // Priority changes when work runs, never what it computes.
+  Engine solo(options(synthetic_mha(), 256));
+  for (size_t i = 0; i < background.size(); ++i) {
+    Outcome b = collect(*background[i]);
+    auto ref = std::make_shared<QueueSink>();
+    ASSERT_TRUE(solo.submit(greedy_request({1, static_cast<int32_t>(5 + i), 7, 8, 9, 10, 11, 12, 13, 14}, 3), ref).ok());
+    EXPECT_EQ(b.tokens, collect(*ref).tokens) << i;
+  }
+  for (auto& s : interactive) EXPECT_EQ(collect(*s).completion.reason, FinishReason::kLength);
+}
+
 TEST(Engine, DeadlineAbortsTheRequest) {
   Engine engine(options(synthetic_mha(), 256));
   Request r = greedy_request({1, 2}, 500);

@@ -1,5 +1,6 @@
 // Scheduler scenarios with no model: token budget, chunked prefill, decode-first ordering,
-// FCFS admission, refusal of impossible requests, preemption, and no starvation.
+// FCFS admission, refusal of impossible requests, preemption, no starvation, and background
+// (inspection) work that never delays interactive prompts and is evicted first.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -17,10 +18,11 @@ class SchedulerTest : public ::testing::Test {
     alloc_ = std::make_unique<BlockAllocator>(blocks);
     sched_ = std::make_unique<Scheduler>(o, *alloc_, block_size);
   }
-  Sequence* add(int prompt_len, int max_new) {
+  Sequence* add(int prompt_len, int max_new, Priority priority = Priority::kInteractive) {
     Request r;
     r.prompt.assign(prompt_len, 7);
     r.sampling.max_new_tokens = max_new;
+    r.priority = priority;
     seqs_.push_back(std::make_unique<Sequence>(seqs_.size() + 1, r, block_size_));
     seqs_.back()->max_tokens = prompt_len + max_new;
     sched_->add(seqs_.back().get());
@@ -157,6 +159,80 @@ TEST_F(SchedulerTest, NoStarvationUnderSteadyArrivals) {
   // Bounded: the four running ahead of it finish within their 20 tokens.
   EXPECT_LE(admitted_at, 25);
   EXPECT_EQ(big->status, SeqStatus::kFinished);
+}
+
+int64_t background_tokens(const SchedulerOutput& out) {
+  int64_t n = 0;
+  for (const auto& c : out.chunks) n += c.seq->request.priority == Priority::kBackground ? c.n_tokens : 0;
+  return n;
+}
+
+TEST_F(SchedulerTest, BackgroundTakesLeftoversWithinItsCapAndNeverBesideAnInteractivePrompt) {
+  make(512, 16, {.max_num_seqs = 16, .max_num_batched_tokens = 256, .max_model_len = 512,
+                 .background_tokens_per_step = 16});
+  std::vector<Sequence*> background;
+  for (int i = 0; i < 12; ++i) background.push_back(add(64, 1, Priority::kBackground));
+  Sequence* streaming = add(8, 30);
+  int steps = 0, steps_with_interactive_prompt = 0;
+  Sequence* late = nullptr;
+  while (steps < 400) {
+    if (steps == 10) late = add(100, 5);  // arrives while background work is under way
+    SchedulerOutput out = sched_->schedule();
+    EXPECT_LE(background_tokens(out), 16) << "step " << steps;
+    bool interactive_prompt = false;
+    for (const auto& c : out.chunks)
+      interactive_prompt |= c.seq->request.priority == Priority::kInteractive && c.seq->num_computed < c.seq->num_prompt;
+    if (interactive_prompt) {
+      ++steps_with_interactive_prompt;
+      EXPECT_EQ(background_tokens(out), 0) << "background work rode along with an interactive prompt at step " << steps;
+    }
+    if (steps == 10) {
+      // The late prompt is admitted at once, ahead of the eleven background sequences waiting.
+      ASSERT_EQ(late->status, SeqStatus::kRunning);
+      EXPECT_FALSE(sched_->background_waiting().empty());
+    }
+    run(out);
+    ++steps;
+    bool all_done = streaming->status == SeqStatus::kFinished && late && late->status == SeqStatus::kFinished;
+    for (Sequence* b : background) all_done &= b->status == SeqStatus::kFinished;
+    if (all_done) break;
+  }
+  EXPECT_EQ(steps_with_interactive_prompt, 2);  // the first prompt's step and the late one's
+  for (Sequence* b : background) EXPECT_EQ(b->status, SeqStatus::kFinished);
+  // 12 x 64 background tokens at 16 per step, beside a stream decoding throughout.
+  EXPECT_GE(steps, 12 * 64 / 16);
+  EXPECT_LE(steps, 12 * 64 / 16 + 4);
+  EXPECT_EQ(alloc_->num_free(), 512);
+}
+
+TEST_F(SchedulerTest, BackgroundIsEvictedFirstAndNeverEvictsOthers) {
+  // 10 blocks of 4 tokens. A background sequence (31 tokens at the end: 8 blocks) has 5 blocks
+  // when two interactive ones arrive (12 and 28 tokens: 3 and 7 blocks). When they grow, the
+  // background one is evicted, although the short interactive one has computed far less (the
+  // victim the rule for equals would pick).
+  make(10, 4, {.max_num_seqs = 4, .max_num_batched_tokens = 64, .max_model_len = 64,
+               .background_tokens_per_step = 4});
+  Sequence* bg = add(30, 1, Priority::kBackground);
+  for (int step = 0; step < 5; ++step) run(sched_->schedule());
+  ASSERT_EQ(bg->num_computed, 20);
+  Sequence* small = add(4, 8);
+  Sequence* fg = add(8, 20);
+  bool evicted = false;
+  for (int step = 0; step < 60 && fg->status != SeqStatus::kFinished; ++step) {
+    SchedulerOutput out = sched_->schedule();
+    for (Sequence* p : out.preempted) {
+      EXPECT_EQ(p, bg) << "an interactive sequence was evicted while a background one held blocks";
+      evicted |= p == bg;
+    }
+    run(out);
+  }
+  EXPECT_TRUE(evicted);
+  EXPECT_EQ(small->status, SeqStatus::kFinished);
+  EXPECT_EQ(fg->status, SeqStatus::kFinished);
+  EXPECT_EQ(small->preemptions + fg->preemptions, 0);
+  for (int step = 0; step < 60 && bg->status != SeqStatus::kFinished; ++step) run(sched_->schedule());
+  EXPECT_EQ(bg->status, SeqStatus::kFinished);
+  EXPECT_EQ(alloc_->num_free(), 10);
 }
 
 }  // namespace

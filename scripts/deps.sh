@@ -9,7 +9,9 @@ set -euo pipefail
 # Build dependencies (Debian bookworm package names).
 #   libpcre2-dev: Unicode categories (UCP) for the GPT-2 pre-tokenizer regex.
 #   libcli11-dev: command-line parsing for the tools, the server and the client.
-#   libcpp-httplib-dev: the Prometheus /metrics endpoint.
+#   libmicrohttpd-dev: the Prometheus /metrics endpoint (one epoll thread for all connections,
+#     so idle or slow clients cannot hold up a scrape).
+#   libcpp-httplib-dev: the HTTP client in the metrics tests.
 #   ccache: keeps rebuilds in CI and on developer machines short.
 #   ocl-icd-opencl-dev: only a "Recommends" of libdnnl-dev, but Debian's oneDNN CMake package
 #     requires OpenCL to be found (a bare bookworm image fails at cmake without it).
@@ -17,7 +19,7 @@ KVSERVE_BUILD_PACKAGES=(
   cmake g++ make ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libgtest-dev libpcre2-dev libcli11-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libmicrohttpd-dev
   python3
 )
 # Test dependencies.

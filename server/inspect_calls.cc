@@ -13,6 +13,8 @@ namespace {
 constexpr int32_t kDefaultPeriod = 32;
 constexpr double kDefaultLossBudget = 0.01;
 constexpr uint64_t kProbeSeed = 20261130;
+// gRPC clients refuse larger messages unless told otherwise; the default reply stays below.
+constexpr size_t kDefaultReplyLimit = (size_t{4} << 20) - 1024;
 
 // The prompt of an inspection call: text or ids (exactly one), 2..max_tokens tokens.
 grpc::Status read_prompt(bool has_text, const std::string& text, const google::protobuf::RepeatedField<int32_t>& ids,
@@ -36,11 +38,17 @@ grpc::Status read_prompt(bool has_text, const std::string& text, const google::p
   return Status::OK;
 }
 
-// Authorization, then the prompt: what both inspection calls check first.
+// Authorization, a free inspection slot (taken: *slot = true), then the prompt: what both
+// inspection calls check first.
 template <class Req>
 grpc::Status admit(InferenceService& service, const grpc::CallbackServerContext* ctx, const Req& request,
-                   std::vector<int32_t>* prompt) {
+                   std::vector<int32_t>* prompt, bool* slot) {
   if (grpc::Status auth = service.authorize(ctx); !auth.ok()) return auth;
+  if (!service.begin_inspection())
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "inspection: " + std::to_string(service.max_inspect_calls()) +
+                            " calls already running (server.max_inspect_calls); try again later");
+  *slot = true;
   return read_prompt(request.has_prompt(), request.prompt(), request.prompt_token_ids(),
                      service.engine().tokenizer(), service.inspect_max_tokens(), prompt);
 }
@@ -51,6 +59,7 @@ Request inspect_request(std::vector<int32_t> prompt, const grpc::CallbackServerC
   r.sampling.max_new_tokens = 1;
   r.sampling.temperature = 0.0f;
   r.sampling.ignore_eos = true;
+  r.priority = Priority::kBackground;  // beside Generate traffic, never ahead of it
   const auto deadline = ctx->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
@@ -79,11 +88,13 @@ InspectAttentionCall::InspectAttentionCall(InferenceService& service, grpc::Call
   service_.stream_started();
   Engine& engine = service_.engine();
   std::vector<int32_t> prompt;
-  if (grpc::Status st = admit(service_, ctx, *request, &prompt); !st.ok()) {
+  if (grpc::Status st = admit(service_, ctx, *request, &prompt, &slot_); !st.ok()) {
     Finish(st);
     return;
   }
-  include_matrices_ = !request->has_include_matrices() || request->include_matrices();
+  matrices_ = !request->has_include_matrices() ? Matrices::kFitting
+              : request->include_matrices()    ? Matrices::kFloat
+                                               : Matrices::kNone;
   period_ = request->has_induction_period() ? request->induction_period() : kDefaultPeriod;
   const int32_t max_period = std::min((service_.inspect_max_tokens() - 1) / 2, engine.model_info().n_vocab / 2);
   if (period_ < 2 || period_ > max_period) {
@@ -130,13 +141,32 @@ void InspectAttentionCall::answer(std::vector<Completion>& done) {
     h->set_entropy(static_cast<float>(s.entropy));
     h->set_induction_score(static_cast<float>(s.induction));
     h->set_label(s.label);
-    if (!include_matrices_) continue;
-    for (int32_t t = 0; t < a.n_tokens; ++t) {
-      const float* row = a.row(s.layer, s.head, t);
-      h->mutable_weights()->Add(row, row + t + 1);
-    }
   }
+  add_matrices(a);
   Finish(grpc::Status::OK);
+}
+
+void InspectAttentionCall::add_matrices(const AttentionCapture& a) {
+  response_->set_matrices("none");
+  if (matrices_ == Matrices::kNone) return;
+  for (v1::HeadAttention& h : *response_->mutable_heads())
+    for (int32_t t = 0; t < a.n_tokens; ++t) {
+      const float* row = a.row(h.layer(), h.head(), t);
+      h.mutable_weights()->Add(row, row + t + 1);
+    }
+  response_->set_matrices("float32");
+  if (matrices_ == Matrices::kFloat || response_->ByteSizeLong() <= kDefaultReplyLimit) return;
+  for (v1::HeadAttention& h : *response_->mutable_heads()) {
+    std::string& bytes = *h.mutable_weights_u8();
+    bytes.resize(h.weights_size());
+    for (int i = 0; i < h.weights_size(); ++i)
+      bytes[i] = static_cast<char>(static_cast<uint8_t>(std::lround(std::clamp(h.weights(i), 0.0f, 1.0f) * 255.0f)));
+    h.clear_weights();
+  }
+  response_->set_matrices("uint8");
+  if (response_->ByteSizeLong() <= kDefaultReplyLimit) return;
+  for (v1::HeadAttention& h : *response_->mutable_heads()) h.clear_weights_u8();
+  response_->set_matrices("none");
 }
 
 void InspectAttentionCall::OnCancel() {
@@ -145,6 +175,7 @@ void InspectAttentionCall::OnCancel() {
 
 void InspectAttentionCall::OnDone() {
   InferenceService& service = service_;
+  if (slot_) service.end_inspection();
   delete this;
   service.stream_done();
 }
@@ -156,7 +187,7 @@ HeadImportanceCall::HeadImportanceCall(InferenceService& service, grpc::Callback
   service_.stream_started();
   Engine& engine = service_.engine();
   std::vector<int32_t> prompt;
-  if (grpc::Status st = admit(service_, ctx, *request, &prompt); !st.ok()) {
+  if (grpc::Status st = admit(service_, ctx, *request, &prompt, &slot_); !st.ok()) {
     Finish(st);
     return;
   }
@@ -264,6 +295,7 @@ void HeadImportanceCall::OnCancel() {
 
 void HeadImportanceCall::OnDone() {
   InferenceService& service = service_;
+  if (slot_) service.end_inspection();
   delete this;
   service.stream_done();
 }

@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
   }
   spdlog::info("TLS {}, bearer-token authentication {}", cfg.server.tls_cert_file.empty() ? "off" : "on",
                tokens.empty() ? "off" : "on (" + std::to_string(tokens.size()) + " tokens)");
-  kvserve::InferenceService service(*engine, kvserve::BearerAuth(std::move(tokens)), cfg.server.inspect_max_tokens);
+  kvserve::InferenceService service(*engine, kvserve::BearerAuth(std::move(tokens)), cfg.server.inspect_max_tokens,
+                                    cfg.server.max_inspect_calls);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -140,14 +141,15 @@ int main(int argc, char** argv) {
     const std::string& ml = cfg.server.metrics_listen;
     const size_t colon = ml.rfind(':');
     try {
-      metrics = std::make_unique<kvserve::MetricsServer>(*engine, service.metrics());
+      metrics = std::make_unique<kvserve::MetricsServer>(*engine, service.metrics(),
+                                                         cfg.server.metrics_auth ? &service.auth() : nullptr);
       const int mport = metrics->start(ml.substr(0, colon), std::stoi(ml.substr(colon + 1)));
-      spdlog::info("Prometheus metrics on http://{}:{}/metrics", ml.substr(0, colon), mport);
+      spdlog::info("Prometheus metrics on http://{}:{}/metrics{}", ml.substr(0, colon), mport,
+                   cfg.server.metrics_auth && service.auth().enabled() ? " (bearer token required)" : "");
       if (!cfg.server.port_file.empty()) std::ofstream(cfg.server.port_file + ".metrics") << mport << "\n";
     } catch (const std::exception& e) {
       spdlog::error("server.metrics_listen: {}", e.what());
       server->Shutdown(std::chrono::system_clock::now());
-  if (metrics) metrics->stop();
       return 1;
     }
   }

@@ -1,8 +1,12 @@
 #include "metrics.h"
 
-#include <httplib.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 
 namespace kvserve {
 namespace {
@@ -56,6 +60,8 @@ std::string ServerMetrics::render(const EngineStats& s) const {
   std::string out;
   metric(out, "gauge", "kvserve:num_requests_running", "Requests in the running batch.", s.running);
   metric(out, "gauge", "kvserve:num_requests_waiting", "Requests waiting to be admitted.", s.waiting);
+  metric(out, "gauge", "kvserve:num_requests_waiting_background",
+         "Inspection sub-requests waiting (background priority).", s.waiting_background);
   metric(out, "gauge", "kvserve:kv_cache_usage_perc", "Fraction of KV blocks in use (1 = full).", s.kv_usage);
   metric(out, "counter", "kvserve:num_preemptions_total", "Sequences preempted (KV dropped, recomputed later).",
          static_cast<double>(s.preemptions_total));
@@ -79,25 +85,80 @@ std::string ServerMetrics::render(const EngineStats& s) const {
   return out;
 }
 
-MetricsServer::MetricsServer(const Engine& engine, const ServerMetrics& metrics)
-    : engine_(engine), metrics_(metrics), http_(std::make_unique<httplib::Server>()) {
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(engine_.stats()), "text/plain; version=0.0.4");
-  });
-}
+MetricsServer::MetricsServer(const Engine& engine, const ServerMetrics& metrics, const BearerAuth* auth)
+    : engine_(engine), metrics_(metrics), auth_(auth) {}
 
 MetricsServer::~MetricsServer() { stop(); }
 
+MetricsServer::Reply MetricsServer::answer(const std::string& method, const std::string& url,
+                                           const char* authorization) const {
+  if (url != "/metrics") return {404, "text/plain", "not found: only /metrics is served here\n"};
+  if (method != "GET" && method != "HEAD") return {405, "text/plain", "method not allowed: use GET\n"};
+  if (auth_ && auth_->enabled()) {
+    std::optional<std::string_view> header;
+    if (authorization) header = std::string_view(authorization);
+    if (!auth_->tenant(header)) return {401, "text/plain", std::string(BearerAuth::kUnauthenticatedMessage) + "\n"};
+  }
+  return {200, "text/plain; version=0.0.4", metrics_.render(engine_.stats())};
+}
+
+namespace {
+
+MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method, const char*,
+                      const char*, size_t* upload_size, void** request_state) {
+  // First call per request: headers only. Any body is read and dropped before answering.
+  if (*request_state == nullptr) {
+    static int marker;
+    *request_state = &marker;
+    return MHD_YES;
+  }
+  if (*upload_size > 0) {
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  const auto* server = static_cast<const MetricsServer*>(cls);
+  const MetricsServer::Reply reply = server->answer(
+      method, url, MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
+  MHD_Response* response =
+      MHD_create_response_from_buffer(reply.body.size(), const_cast<char*>(reply.body.data()), MHD_RESPMEM_MUST_COPY);
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, reply.content_type.c_str());
+  if (reply.status == 401) MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  const MHD_Result r = MHD_queue_response(connection, reply.status, response);
+  MHD_destroy_response(response);
+  return r;
+}
+
+}  // namespace
+
 int MetricsServer::start(const std::string& host, int port) {
-  const int bound = port == 0 ? http_->bind_to_any_port(host) : (http_->bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port));
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
-  return bound;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string where = host + ":" + std::to_string(port);
+  const std::string bare = host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+  if (getaddrinfo(bare.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    throw std::runtime_error("cannot resolve " + where);
+  sockaddr_storage addr{};
+  std::memcpy(&addr, found->ai_addr, found->ai_addrlen);
+  const bool v6 = found->ai_family == AF_INET6;
+  freeaddrinfo(found);
+  unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | (v6 ? MHD_USE_IPv6 : 0);
+  daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &on_request, this,
+                             MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
+                             MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
+                             MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds,
+                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 0u,  // SO_REUSEADDR only: no shared port
+                             MHD_OPTION_END);
+  if (!daemon_) throw std::runtime_error("cannot listen on " + where + " (in use, or not an address of this host)");
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  return info ? info->port : port;
 }
 
 void MetricsServer::stop() {
-  if (http_) http_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (daemon_) MHD_stop_daemon(daemon_);
+  daemon_ = nullptr;
 }
 
 }  // namespace kvserve

@@ -1,5 +1,6 @@
 // Prometheus metrics with the names operators know from vLLM (kvserve:...), served as text on
-// their own port by a small HTTP server (cpp-httplib). Gauges and counters are read from the
+// their own port by libmicrohttpd: one epoll thread for every connection, so idle or trickling
+// clients hold no thread and cannot delay a scrape. Gauges and counters are read from the
 // engine's stats at scrape time; latency histograms are filled as requests stream.
 #pragma once
 
@@ -11,11 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/bearer_auth.h"
 #include "engine.h"
 
-namespace httplib {
-class Server;
-}
+struct MHD_Daemon;
 
 namespace kvserve {
 
@@ -47,19 +47,30 @@ class ServerMetrics {
   std::map<std::string, uint64_t> finished_;  // by finish reason
 };
 
-// Serves GET /metrics. start() binds (port 0 picks a free one) and returns the bound port.
+// Serves GET /metrics. start() binds (port 0 picks a free one; a port in use is an error, never
+// shared) and returns the bound port. With `auth` set, a scrape needs a bearer token too.
 class MetricsServer {
  public:
-  MetricsServer(const Engine& engine, const ServerMetrics& metrics);
+  static constexpr unsigned kMaxConnections = 256;  // beyond: new connections are refused
+  static constexpr unsigned kIdleTimeoutSeconds = 5;  // a connection silent this long is closed
+
+  MetricsServer(const Engine& engine, const ServerMetrics& metrics, const BearerAuth* auth = nullptr);
   ~MetricsServer();
   int start(const std::string& host, int port);  // throws std::runtime_error if it cannot bind
   void stop();
 
+  // The response to one request (for the daemon's callback): status, content type and body.
+  struct Reply {
+    unsigned status;
+    std::string content_type, body;
+  };
+  Reply answer(const std::string& method, const std::string& url, const char* authorization) const;
+
  private:
   const Engine& engine_;
   const ServerMetrics& metrics_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread thread_;
+  const BearerAuth* auth_;
+  MHD_Daemon* daemon_ = nullptr;
 };
 
 }  // namespace kvserve

@@ -144,6 +144,7 @@ void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoRespon
 void to_proto(const EngineStats& s, v1::GetStatsResponse* out) {
   out->set_num_requests_running(s.running);
   out->set_num_requests_waiting(s.waiting);
+  out->set_num_requests_waiting_background(s.waiting_background);
   out->set_num_preemptions_total(s.preemptions_total);
   out->set_blocks_total(s.blocks_total);
   out->set_blocks_used(s.blocks_used);

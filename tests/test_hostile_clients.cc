@@ -196,6 +196,54 @@ TEST_F(HostileClients, TemperaturesThatOverflowTheDivisionAreGreedy) {
   expect_idle_and_serving();
 }
 
+TEST_F(HostileClients, InspectAttentionDefaultReplyFitsAStandardClient) {
+  // 256 tokens, 5 layers x 8 heads: 5.3 MB of float32 matrices, over every standard client's
+  // 4 MiB receive limit (which this channel keeps).
+  pb::InspectAttentionRequest req;
+  req.add_prompt_token_ids(1);
+  for (int i = 1; i < 256; ++i) req.add_prompt_token_ids(3 + (i * 37) % 500);
+  auto inspect = [&](pb::Inference::Stub& stub, pb::InspectAttentionResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer tenant-a-secret");
+    return stub.InspectAttention(&ctx, req, resp);
+  };
+  pb::InspectAttentionResponse compact;
+  grpc::Status st = inspect(*stub_, &compact);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(compact.matrices(), "uint8");
+  EXPECT_LT(compact.ByteSizeLong(), size_t{4} << 20);
+  // Asked for float32 explicitly, over a channel that takes large messages: the same matrices.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto big = pb::Inference::NewStub(grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args));
+  req.set_include_matrices(true);
+  pb::InspectAttentionResponse full;
+  st = inspect(*big, &full);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(full.matrices(), "float32");
+  EXPECT_GT(full.ByteSizeLong(), size_t{4} << 20);
+  ASSERT_EQ(full.heads_size(), 40);
+  ASSERT_EQ(compact.heads_size(), 40);
+  for (int h = 0; h < 40; ++h) {
+    const auto& f = full.heads(h);
+    const std::string& q = compact.heads(h).weights_u8();
+    ASSERT_EQ(f.weights_size(), 256 * 257 / 2);
+    ASSERT_EQ(q.size(), static_cast<size_t>(f.weights_size()));
+    EXPECT_EQ(compact.heads(h).weights_size(), 0);
+    for (int i = 0; i < f.weights_size(); ++i)
+      ASSERT_NEAR(static_cast<uint8_t>(q[i]) / 255.0, f.weights(i), 1.0 / 510 + 1e-6) << "head " << h << " weight " << i;
+  }
+  // A short prompt keeps float32 by default.
+  pb::InspectAttentionRequest small;
+  small.set_prompt("Once upon a time there was");
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer tenant-a-secret");
+  pb::InspectAttentionResponse r;
+  ASSERT_TRUE(stub_->InspectAttention(&ctx, small, &r).ok());
+  EXPECT_EQ(r.matrices(), "float32");
+  EXPECT_GT(r.heads(0).weights_size(), 0);
+}
+
 TEST_F(HostileClients, HealthAnswersForTheServiceNameToo) {
   auto health = grpc::health::v1::Health::NewStub(channel_);
   for (const char* service : {"", "kvserve.v1.Inference"}) {

@@ -1,7 +1,13 @@
 // The Prometheus endpoint, scraped during a load and after it: the vLLM-style names are there,
-// gauges move with the load, counters and histogram counts add up to what was served.
+// gauges move with the load, counters and histogram counts add up to what was served. Idle and
+// trickling connections do not hold up a scrape; with metrics_auth a scrape needs a token.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <regex>
@@ -24,16 +30,102 @@ double value_of(const std::string& text, const std::string& series) {
   return std::stod(m[2]);
 }
 
-TEST(Metrics, ScrapedDuringAndAfterALoad) {
-  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
-  testing::ServerProcess server({"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=256",
-                                 "--set", "server.metrics_listen=\"127.0.0.1:0\"", "--set", "server.log_level=\"warn\""});
-  ASSERT_TRUE(server.started()) << server.log();
+int metrics_port(const testing::ServerProcess& server) {
   int mport = 0;
   for (int i = 0; i < 100 && mport == 0; ++i) {
     std::ifstream in(server.port_file() + ".metrics");
     if (!(in >> mport)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return mport;
+}
+
+// A raw loopback connection that sends `text` and keeps the socket open.
+int open_and_send(int port, const std::string& text) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
+  if (!text.empty() && send(fd, text.data(), text.size(), MSG_NOSIGNAL) < 0) return -1;
+  return fd;
+}
+
+TEST(Metrics, IdleAndTricklingClientsDoNotHoldUpAScrape) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  testing::ServerProcess server({"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=64", "--set",
+                                 "server.metrics_listen=\"127.0.0.1:0\"", "--set", "server.log_level=\"warn\""});
+  ASSERT_TRUE(server.started()) << server.log();
+  const int mport = metrics_port(server);
+  ASSERT_GT(mport, 0);
+  // 8 connections that start a request and never finish it, 12 that trickle a byte every
+  // second, and 40 that connect and say nothing (the old server had 8 worker threads).
+  std::vector<int> fds;
+  for (int i = 0; i < 8; ++i) fds.push_back(open_and_send(mport, "GET /metrics HTTP/1.1\r\n"));
+  std::vector<int> trickle;
+  for (int i = 0; i < 12; ++i) trickle.push_back(open_and_send(mport, "G"));
+  for (int i = 0; i < 40; ++i) fds.push_back(open_and_send(mport, ""));
+  for (int fd : fds) ASSERT_GE(fd, 0);
+  std::atomic<bool> stop = false;
+  std::thread trickler([&] {
+    const std::string rest = "ET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    for (size_t i = 0; !stop; ++i) {
+      for (int fd : trickle) send(fd, &rest[i % rest.size()], 1, MSG_NOSIGNAL);
+      for (int k = 0; k < 10 && !stop; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  // Three scrapes, each on a fresh connection, each answered at once (a 3 s timeout would
+  // fail them if a worker had to come free first).
+  for (int i = 0; i < 3; ++i) {
+    httplib::Client http("127.0.0.1", mport);
+    http.set_connection_timeout(3);
+    http.set_read_timeout(3);
+    auto res = http.Get("/metrics");
+    ASSERT_TRUE(res) << "scrape " << i << " did not complete";
+    EXPECT_EQ(res->status, 200);
+    EXPECT_GE(value_of(res->body, "kvserve:num_requests_running"), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  stop = true;
+  trickler.join();
+  for (int fd : fds) close(fd);
+  for (int fd : trickle) close(fd);
+}
+
+TEST(Metrics, BearerTokenWhenMetricsAuthIsOn) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  const std::string tokens = std::filesystem::temp_directory_path() / ("kvserve-metrics-tokens-" + std::to_string(getpid()));
+  std::ofstream(tokens) << "scrape-token\n";
+  testing::ServerProcess server({"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=64", "--set",
+                                 "server.metrics_listen=\"127.0.0.1:0\"", "--set", "server.metrics_auth=true", "--set",
+                                 "server.auth_token_file=\"" + tokens + "\"", "--set", "server.log_level=\"warn\""});
+  ASSERT_TRUE(server.started()) << server.log();
+  const int mport = metrics_port(server);
+  ASSERT_GT(mport, 0);
+  httplib::Client http("127.0.0.1", mport);
+  auto none = http.Get("/metrics");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(none->body.find("kvserve:"), std::string::npos);
+  auto wrong = http.Get("/metrics", {{"Authorization", "Bearer nope"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto right = http.Get("/metrics", {{"Authorization", "Bearer scrape-token"}});
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+  EXPECT_GE(value_of(right->body, "kvserve:num_requests_running"), 0);
+  auto elsewhere = http.Get("/other", {{"Authorization", "Bearer scrape-token"}});
+  ASSERT_TRUE(elsewhere);
+  EXPECT_EQ(elsewhere->status, 404);
+  std::filesystem::remove(tokens);
+}
+
+TEST(Metrics, ScrapedDuringAndAfterALoad) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  testing::ServerProcess server({"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=256",
+                                 "--set", "server.metrics_listen=\"127.0.0.1:0\"", "--set", "server.log_level=\"warn\""});
+  ASSERT_TRUE(server.started()) << server.log();
+  const int mport = metrics_port(server);
   ASSERT_GT(mport, 0);
   httplib::Client http("127.0.0.1", mport);
   auto stub = pb::Inference::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));

@@ -3,6 +3,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -15,6 +17,16 @@
 #include "server_options.h"
 
 namespace {
+
+// Linking gRPC's reflection library registers its plugin with every ServerBuilder; this option
+// takes it out again when reflection is off.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const auto& p) { return p->name() == "proto_server_reflection"; });
+  }
+};
 
 void log_startup(const kvserve::Engine& engine) {
   const kvserve::ModelInfo& m = engine.model_info();
@@ -115,8 +127,14 @@ int main(int argc, char** argv) {
   kvserve::InferenceService service(*engine, kvserve::BearerAuth(std::move(tokens)), cfg.server.inspect_max_tokens,
                                     cfg.server.max_inspect_calls);
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  const bool reflection = cfg.server.reflection == "on" || (cfg.server.reflection == "auto" && !service.auth().enabled());
+  if (reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  spdlog::info("gRPC server reflection {}{}", reflection ? "on" : "off",
+               cfg.server.reflection == "auto" && service.auth().enabled()
+                   ? " (bearer tokens are configured and reflection cannot check them; server.reflection=\"on\" opens it)"
+                   : service.auth().enabled() && reflection ? " WITHOUT a token check (server.reflection=\"on\")" : "");
   grpc::ServerBuilder builder;
+  if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   int port = 0;
   builder.AddListeningPort(cfg.server.listen, creds, &port);
   builder.RegisterService(&service);

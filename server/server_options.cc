@@ -46,7 +46,7 @@ ServeConfig serve_config_from_json(const json& config) {
         {"listen", &ServerOptions::listen},           {"log_level", &ServerOptions::log_level},
         {"port_file", &ServerOptions::port_file},     {"tls_cert_file", &ServerOptions::tls_cert_file},
         {"tls_key_file", &ServerOptions::tls_key_file}, {"auth_token_file", &ServerOptions::auth_token_file},
-        {"metrics_listen", &ServerOptions::metrics_listen}};
+        {"metrics_listen", &ServerOptions::metrics_listen}, {"reflection", &ServerOptions::reflection}};
     if (auto it = strings.find(k); it != strings.end()) {
       if (!v.is_string()) throw ConfigError(field + ": expected a string, got " + v.dump());
       c.server.*(it->second) = v.get<std::string>();
@@ -80,6 +80,8 @@ ServeConfig serve_config_from_json(const json& config) {
     throw ConfigError("server.listen: expected HOST:PORT, got '" + c.server.listen + "'");
   if (!c.server.metrics_listen.empty() && c.server.metrics_listen.find(':') == std::string::npos)
     throw ConfigError("server.metrics_listen: expected HOST:PORT, got '" + c.server.metrics_listen + "'");
+  if (c.server.reflection != "auto" && c.server.reflection != "on" && c.server.reflection != "off")
+    throw ConfigError("server.reflection: expected \"auto\", \"on\" or \"off\", got '" + c.server.reflection + "'");
   static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};
   if (!levels.count(c.server.log_level))
     throw ConfigError("server.log_level: expected one of trace, debug, info, warn, error");

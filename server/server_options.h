@@ -23,6 +23,9 @@ struct ServerOptions {
   std::string tls_key_file;                // PEM private key of that certificate
   std::string metrics_listen;              // HOST:PORT of the Prometheus /metrics endpoint; "" = off
   bool metrics_auth = false;               // with auth_token_file: /metrics needs a bearer token too
+  // gRPC server reflection: "auto" (on without auth_token_file, off with it: gRPC's reflection
+  // service cannot check a bearer token, so it would describe the API to anyone), "on", "off".
+  std::string reflection = "auto";
   std::string auth_token_file;             // if set: bearer tokens, one per line, required on every
                                            // kvserve.v1 call ("authorization: Bearer <token>")
 };

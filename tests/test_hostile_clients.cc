@@ -11,6 +11,7 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvserve.grpc.pb.h"
+#include "reflection_probe.h"
 #include "server_process.h"
 #include "test_support.h"
 
@@ -242,6 +243,34 @@ TEST_F(HostileClients, InspectAttentionDefaultReplyFitsAStandardClient) {
   ASSERT_TRUE(stub_->InspectAttention(&ctx, small, &r).ok());
   EXPECT_EQ(r.matrices(), "float32");
   EXPECT_GT(r.heads(0).weights_size(), 0);
+}
+
+TEST_F(HostileClients, ReflectionIsOffWhenTokensAreConfigured) {
+  std::string reply;
+  const grpc::Status st = testing::list_services_by_reflection(channel_, &reply);
+  EXPECT_EQ(st.error_code(), StatusCode::UNIMPLEMENTED) << st.error_message();
+  EXPECT_EQ(reply.find("kvserve.v1.Inference"), std::string::npos);
+  EXPECT_NE(server_->log().find("gRPC server reflection off"), std::string::npos);
+}
+
+TEST(HostileClientsReflection, OnWithoutTokensOrWhenAskedFor) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  const auto tokens = std::filesystem::temp_directory_path() / ("kvserve-refl-" + std::to_string(getpid()));
+  std::ofstream(tokens) << "t\n";
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--set", "server.reflection=\"on\"", "--set",
+                                                              "server.auth_token_file=\"" + tokens.string() + "\""}}) {
+    std::vector<std::string> args = {"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=32"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    testing::ServerProcess server(args);
+    ASSERT_TRUE(server.started()) << server.log();
+    std::string reply;
+    const grpc::Status st = testing::list_services_by_reflection(
+        grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()), &reply);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_NE(reply.find("kvserve.v1.Inference"), std::string::npos);
+  }
+  std::filesystem::remove(tokens);
 }
 
 TEST_F(HostileClients, HealthAnswersForTheServiceNameToo) {

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "kernels/cpu_features.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -59,6 +61,7 @@ EngineOptions engine_options_from_json(const json& config) {
   read(m, "model", "path", o.model.path, seen);
   read(m, "model", "num_threads", o.model.num_threads, seen);
   read(m, "model", "keep_bf16", o.model.keep_bf16, seen);
+  read(m, "model", "kernels", o.model.kernels, seen);
   reject_unknown(m, "model", seen);
 
   seen.clear();
@@ -84,6 +87,8 @@ EngineOptions engine_options_from_json(const json& config) {
 void validate(const EngineOptions& o) {
   if (o.model.path.empty()) throw ConfigError("model.path: required (a GGUF file)");
   if (o.model.num_threads < 0) throw ConfigError("model.num_threads: must be >= 0");
+  if (o.model.kernels != "auto" && !parse_level(o.model.kernels))
+    throw ConfigError("model.kernels: expected \"auto\", \"avx512\", \"avx2\" or \"scalar\", got '" + o.model.kernels + "'");
   if (o.cache.block_size < 1 || o.cache.block_size > 1024)
     throw ConfigError("cache.block_size: must be between 1 and 1024");
   if (o.cache.num_blocks < 0) throw ConfigError("cache.num_blocks: must be >= 0");

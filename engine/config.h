@@ -22,6 +22,10 @@ struct ModelOptions {
   // prompts and batches on the CPUs measured); true = keep them BF16 where the CPU multiplies
   // BF16 natively (half the weight memory, faster single-stream decode).
   bool keep_bf16 = false;
+  // CPU kernel set: "auto" (the best this CPU supports), or "avx512", "avx2", "scalar" to force
+  // one (for tests, and for CPUs that lower their clock under AVX-512); a level the CPU lacks is
+  // refused at start-up. Below avx512, oneDNN is held to the same instructions.
+  std::string kernels = "auto";
 };
 
 struct CacheOptions {

@@ -1,12 +1,14 @@
 #include "engine.h"
 
 #include <omp.h>
+#include <dnnl.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <future>
 
+#include "kernels/cpu_features.h"
 #include "request_validation.h"
 
 namespace kvserve {
@@ -14,6 +16,17 @@ namespace {
 
 double seconds_between(Sequence::Clock::time_point a, Sequence::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// A forced lower kernel level holds oneDNN's JIT to the same instructions. oneDNN takes this
+// once per process, before its first primitive: later engines in the same process keep the
+// first setting, which the log says.
+void limit_onednn_isa(KernelLevel level) {
+  try {
+    dnnl::set_max_cpu_isa(level == KernelLevel::kAvx2 ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::sse41);
+  } catch (const dnnl::error&) {
+    spdlog::warn("model.kernels {}: oneDNN's instruction set was already fixed in this process", level_name(level));
+  }
 }
 
 }  // namespace
@@ -63,7 +76,17 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
 void Engine::load() {
   file_ = std::make_unique<GgufFile>(options_.model.path);
   tokenizer_ = std::make_unique<Tokenizer>(*file_);
-  model_ = std::make_unique<LlamaModel>(*file_, options_.model.keep_bf16);
+  const KernelLevel best = best_supported_level();
+  KernelLevel level = best;
+  if (options_.model.kernels != "auto") {
+    level = *parse_level(options_.model.kernels);
+    if (!cpu_supports(level))
+      throw ConfigError("model.kernels: this CPU cannot run the " + options_.model.kernels + " kernels (the best it runs is " +
+                        level_name(best) + ")");
+  }
+  if (level < KernelLevel::kAvx512 && best == KernelLevel::kAvx512) limit_onednn_isa(level);
+  model_ = std::make_unique<LlamaModel>(*file_, options_.model.keep_bf16, kernel_table(level));
+  info_.kernels = level_name(level);
   const LlamaHparams& hp = model_->hparams();
   if (tokenizer_->vocab_size() != hp.n_vocab)
     throw ConfigError(options_.model.path + ": tokenizer has " + std::to_string(tokenizer_->vocab_size()) +

@@ -34,6 +34,7 @@ struct ModelInfo {
   std::string name;
   std::string weight_type;      // as stored in the file
   std::string weights_held_as;  // as held in memory and multiplied: "BF16" (native) or "F32"
+  std::string kernels;          // the CPU kernel set in use: "avx512", "avx2" or "scalar"
   int64_t n_params = 0;
   int32_t n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_embd = 0, n_ff = 0, n_vocab = 0;
   int32_t n_ctx_train = 0;

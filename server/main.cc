@@ -34,6 +34,7 @@ void log_startup(const kvserve::Engine& engine) {
                "vocab {}, {:.1f}M params, {} weights held as {}, trained context {}",
                m.name, m.architecture, m.n_layer, m.n_embd, m.n_head, m.n_head_kv, m.head_dim, m.n_ff, m.n_vocab,
                m.n_params / 1e6, m.weight_type, m.weights_held_as, m.n_ctx_train);
+  spdlog::info("CPU kernels: {} (model.kernels \"{}\")", m.kernels, engine.options().model.kernels);
   spdlog::info("KV cache bytes per token: 2 (K,V) x {} layers x {} KV heads x {} head dim x {} bytes = {} bytes",
                m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_bytes, m.kv_bytes_per_token);
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {:.2f} GiB", m.num_blocks, m.block_size,

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kernels/kernel_table.h"
 
 namespace kvserve {
 namespace {
@@ -18,12 +18,13 @@ struct Shape {
   int n_head, n_kv, head_dim, block_size;
 };
 
-class PagedAttention : public ::testing::TestWithParam<Shape> {};
+// Every shape on every kernel level this CPU runs, each against the same dense reference.
+class PagedAttention : public ::testing::TestWithParam<std::tuple<Shape, KernelLevel>> {};
 
 // KvT: the cache's element type. The reference uses the K and V the cache actually holds (for
 // _Float16, the inputs rounded to half precision), so the tolerance stays tight either way.
 template <class KvT>
-void check_against_dense(const Shape& shape) {
+void check_against_dense(const Shape& shape, const KernelTable& k) {
   const auto [n_head, n_kv, hd, bs] = shape;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
@@ -54,7 +55,7 @@ void check_against_dense(const Shape& shape) {
     for (auto& x : Q[s]) x = U(rng);
     std::vector<int64_t> slots;
     for (int p = 0; p < L; ++p) slots.push_back(int64_t{tables[s * max_blocks + p / bs]} * bs + p % bs);
-    write_kv(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(), vc.data());
+    k.write_kv(kc.data())(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(), vc.data());
     // From here on the reference sees what the cache holds.
     for (auto& x : K[s]) x = static_cast<float>(static_cast<KvT>(x));
     for (auto& x : V[s]) x = static_cast<float>(static_cast<KvT>(x));
@@ -68,8 +69,9 @@ void check_against_dense(const Shape& shape) {
   const int64_t rows = static_cast<int64_t>(token_seq.size());
   std::vector<float> out(rows * n_head * hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  paged_attention(q_rows.data(), rows, int64_t{n_head} * hd, kc.data(), vc.data(), tables.data(), max_blocks,
-                  token_seq.data(), ctx.data(), n_head, n_kv, hd, bs, scale, out.data());
+  k.paged_attention(kc.data())(q_rows.data(), rows, int64_t{n_head} * hd, kc.data(), vc.data(), tables.data(),
+                                max_blocks, token_seq.data(), ctx.data(), n_head, n_kv, hd, bs, scale, out.data(),
+                                nullptr, nullptr);
 
   for (int64_t r = 0; r < rows; ++r) {
     const int s = token_seq[r], p = ctx[r] - 1;
@@ -94,11 +96,15 @@ void check_against_dense(const Shape& shape) {
   }
 }
 
-TEST_P(PagedAttention, MatchesDenseCausalAttention) { check_against_dense<float>(GetParam()); }
-TEST_P(PagedAttention, HalfCacheMatchesDenseOnTheRoundedKV) { check_against_dense<_Float16>(GetParam()); }
+TEST_P(PagedAttention, MatchesDenseCausalAttention) {
+  check_against_dense<float>(std::get<0>(GetParam()), kernel_table(std::get<1>(GetParam())));
+}
+TEST_P(PagedAttention, HalfCacheMatchesDenseOnTheRoundedKV) {
+  check_against_dense<_Float16>(std::get<0>(GetParam()), kernel_table(std::get<1>(GetParam())));
+}
 
 INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,
-                         ::testing::Values(Shape{4, 4, 16, 16},   // MHA
+                         ::testing::Combine(::testing::Values(Shape{4, 4, 16, 16},   // MHA
                                            Shape{8, 4, 8, 4},     // GQA 2:1
                                            Shape{8, 1, 32, 8},    // MQA 8:1
                                            Shape{16, 2, 64, 16},  // GQA 8:1
@@ -106,10 +112,13 @@ INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,
                                            Shape{4, 2, 128, 16},  // two 64-wide output chunks
                                            Shape{2, 2, 80, 32},   // a 64-wide chunk, a 16-wide one, 2 lanes groups
                                            Shape{3, 3, 66, 16}),  // head_dim not a multiple of 4 or 16
+                                            ::testing::ValuesIn(supported_levels())),
                          [](const auto& i) {
                            // (std::ostringstream: GCC 12 warns falsely on chained string +)
+                           const Shape& s = std::get<0>(i.param);
                            std::ostringstream name;
-                           name << "h" << i.param.n_head << "kv" << i.param.n_kv << "bs" << i.param.block_size;
+                           name << "h" << s.n_head << "kv" << s.n_kv << "hd" << s.head_dim << "bs" << s.block_size << "_"
+                                << level_name(std::get<1>(i.param));
                            return name.str();
                          });
 

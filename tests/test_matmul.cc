@@ -15,7 +15,8 @@ struct Shape {
   int64_t n_out, n_in;
 };
 
-class LinearPaths : public ::testing::TestWithParam<Shape> {};
+// Every shape on every kernel level this CPU runs (the small-batch kernel is one per level).
+class LinearPaths : public ::testing::TestWithParam<std::tuple<Shape, KernelLevel>> {};
 
 // n values uniform in [-1, 1).
 std::vector<float> random_values(size_t n, std::mt19937& rng) {
@@ -26,8 +27,8 @@ std::vector<float> random_values(size_t n, std::mt19937& rng) {
 }
 
 TEST_P(LinearPaths, BothPathsMatchTheDefinitionAtEveryBatchHeight) {
-  const auto [n_out, n_in] = GetParam();
-  DnnlContext ctx;
+  const auto [n_out, n_in] = std::get<0>(GetParam());
+  DnnlContext ctx(kernel_table(std::get<1>(GetParam())));
   std::mt19937 rng(11);
   const std::vector<float> w = random_values(n_out * n_in, rng);
   Linear small(ctx, w.data(), n_out, n_in), onednn(ctx, w.data(), n_out, n_in);
@@ -56,17 +57,21 @@ TEST_P(LinearPaths, BothPathsMatchTheDefinitionAtEveryBatchHeight) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearPaths,
-                         ::testing::Values(Shape{64, 16}, Shape{768, 768}, Shape{100, 40},  // ragged panel and k
-                                           Shape{2304, 768}, Shape{256, 1000}),
+                         ::testing::Combine(::testing::Values(Shape{64, 16}, Shape{768, 768},
+                                                              Shape{100, 40},  // ragged panel and k
+                                                              Shape{2304, 768}, Shape{256, 1000}),
+                                            ::testing::ValuesIn(supported_levels())),
                          [](const auto& i) {
-                           return "n" + std::to_string(i.param.n_out) + "k" + std::to_string(i.param.n_in);
+                           const Shape& s = std::get<0>(i.param);
+                           return "n" + std::to_string(s.n_out) + "k" + std::to_string(s.n_in) + "_" +
+                                  level_name(std::get<1>(i.param));
                          });
 
 // The batch-composition invariant the engine relies on: a row's result does not depend on which
 // other rows share the call, on either path.
 TEST(LinearPaths, ARowsResultDoesNotDependOnItsBatch) {
   const int64_t n_out = 512, n_in = 384;
-  DnnlContext ctx;
+  DnnlContext ctx(kernel_table(best_supported_level()));
   std::mt19937 rng(5);
   const std::vector<float> w = random_values(n_out * n_in, rng);
   Linear lin(ctx, w.data(), n_out, n_in);
@@ -86,7 +91,7 @@ TEST(LinearPaths, PaddingRowsDoNotReachTheRealOnes) {
   const int64_t n_out = 256, n_in = 128, m = kSmallBatchRows + 8, mp = Linear::padded_rows(m);
   ASSERT_GT(mp, m);
   ASSERT_EQ(Linear::padded_rows(mp - 1), mp);
-  DnnlContext ctx;
+  DnnlContext ctx(kernel_table(best_supported_level()));
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   const std::vector<float> w = random_values(n_out * n_in, rng);

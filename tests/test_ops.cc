@@ -1,25 +1,29 @@
 // The row kernels of the Llama block against double-precision definitions, over inputs that
-// reach the vector paths, their scalar tails and the far ends of exp's range.
+// reach the vector paths, their scalar tails and the far ends of exp's range: every kernel
+// level this CPU runs, each against the same definitions.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "kernels/ops.h"
-#include "kernels/vec_math.h"
+#include "kernels/kernel_table.h"
 
 namespace kvserve {
 namespace {
 
-#if defined(__AVX512F__)
-TEST(VecMath, ExpWithinTwoUlpOverTheFloatRange) {
+class Ops : public ::testing::TestWithParam<KernelLevel> {
+ protected:
+  const KernelTable& k = kernel_table(GetParam());
+};
+
+TEST_P(Ops, ExpWithinTwoUlpOverTheFloatRange) {
   // Every float in [-87, 88] at a spacing fine enough to cross each reduction interval often.
   double worst = 0;
   for (float x0 = -87.0f; x0 < 88.0f; x0 += 0.0137f * 16) {
     alignas(64) float in[16], out[16];
     for (int i = 0; i < 16; ++i) in[i] = x0 + 0.0137f * i;
-    _mm512_store_ps(out, exp16(_mm512_load_ps(in)));
+    k.exp_array(in, 16, out);
     for (int i = 0; i < 16; ++i) {
       const double ref = std::exp(static_cast<double>(in[i]));
       worst = std::max(worst, std::abs(out[i] - ref) / ref);
@@ -27,21 +31,20 @@ TEST(VecMath, ExpWithinTwoUlpOverTheFloatRange) {
   }
   EXPECT_LT(worst, 2.4e-7);  // two float ulps
   alignas(64) float big[16] = {-1000.0f, -104.0f, 89.0f, 1000.0f};
-  _mm512_store_ps(big, exp16(_mm512_load_ps(big)));
+  k.exp_array(big, 16, big);
   EXPECT_EQ(big[0], 0.0f);
   EXPECT_LT(big[1], 1e-44f);
   EXPECT_TRUE(std::isinf(big[2]));
   EXPECT_TRUE(std::isinf(big[3]));
 }
-#endif
 
-TEST(Ops, SiluMulMatchesDefinition) {
+TEST_P(Ops, SiluMulMatchesDefinition) {
   const int64_t rows = 3, ff = 16 * 5 + 7;  // vector body and scalar tail
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> U(-30.0f, 30.0f);
   std::vector<float> gu(rows * 2 * ff), out(rows * ff);
   for (auto& x : gu) x = U(rng);
-  silu_mul(gu.data(), rows, ff, out.data());
+  k.silu_mul(gu.data(), rows, ff, out.data());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < ff; ++i) {
       const double g = gu[r * 2 * ff + i], u = gu[r * 2 * ff + ff + i];
@@ -50,7 +53,24 @@ TEST(Ops, SiluMulMatchesDefinition) {
     }
 }
 
-TEST(Ops, RopeRotatesEachPairByItsPositionsAngle) {
+TEST_P(Ops, RmsNormMatchesDefinition) {
+  const int64_t rows = 5, dim = 16 * 7 + 3;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> U(-4.0f, 4.0f);
+  std::vector<float> x(rows * dim), w(dim), out(rows * dim);
+  for (auto& v : x) v = U(rng);
+  for (auto& v : w) v = U(rng);
+  k.rms_norm(x.data(), w.data(), rows, dim, 1e-5f, out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+    for (int64_t i = 0; i < dim; ++i)
+      ASSERT_NEAR(out[r * dim + i], x[r * dim + i] * inv * w[i], 2e-6 * (1 + std::abs(x[r * dim + i] * inv * w[i])));
+  }
+}
+
+TEST_P(Ops, RopeRotatesEachPairByItsPositionsAngle) {
   const int64_t rows = 4;
   const int n_heads = 3, head_dim = 8, rot_dim = 6, stride = n_heads * head_dim + 5;
   const float base = 10000.0f;
@@ -61,8 +81,8 @@ TEST(Ops, RopeRotatesEachPairByItsPositionsAngle) {
   for (auto& v : x) v = U(rng);
   const std::vector<float> before = x;
   std::vector<float> cs(rows * rot_dim);
-  rope_angles(pos.data(), rows, rot_dim, base, cs.data());
-  rope(x.data(), rows, stride, cs.data(), n_heads, head_dim, rot_dim);
+  k.rope_angles(pos.data(), rows, rot_dim, base, cs.data());
+  k.rope(x.data(), rows, stride, cs.data(), n_heads, head_dim, rot_dim);
   for (int64_t r = 0; r < rows; ++r)
     for (int h = 0; h < n_heads; ++h)
       for (int i = 0; i < head_dim; i += 2) {
@@ -79,6 +99,19 @@ TEST(Ops, RopeRotatesEachPairByItsPositionsAngle) {
       }
   for (int64_t r = 0; r < rows; ++r)  // the columns past the heads are not touched
     for (int64_t c = n_heads * head_dim; c < stride; ++c) ASSERT_EQ(x[r * stride + c], before[r * stride + c]);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLevelThisCpuRuns, Ops, ::testing::ValuesIn(supported_levels()),
+                         [](const auto& info) { return std::string(level_name(info.param)); });
+
+TEST(KernelLevels, DetectedAndNamed) {
+  EXPECT_EQ(supported_levels().front(), KernelLevel::kScalar);
+  EXPECT_EQ(supported_levels().back(), best_supported_level());
+  for (KernelLevel l : supported_levels()) {
+    EXPECT_EQ(parse_level(level_name(l)), l);
+    EXPECT_EQ(kernel_table(l).level, l);
+  }
+  EXPECT_EQ(parse_level("avx1024"), std::nullopt);
 }
 
 }  // namespace

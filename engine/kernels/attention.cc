@@ -1,7 +1,5 @@
 #include "kernels/attention.h"
 
-#include "kernels/vec_math.h"
-
 // GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -13,7 +11,10 @@
 #include <cstring>
 #include <vector>
 
-namespace kvserve {
+KVSERVE_KERNEL_TARGET_BEGIN
+namespace kvserve::KVSERVE_KERNEL_NS {
+#include "kernels/vec_math.h"
+
 namespace {
 constexpr int kLanes = 16;  // one AVX-512 register of floats (two AVX2 registers)
 
@@ -21,9 +22,9 @@ constexpr int kLanes = 16;  // one AVX-512 register of floats (two AVX2 register
 // (GCC does not vectorise _Float16 -> float conversions in the loops by itself).
 inline void load_lanes(const float* p, float* out) { std::memcpy(out, p, kLanes * sizeof(float)); }
 inline void load_lanes(const _Float16* p, float* out) {
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
   _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-#elif defined(__F16C__)
+#elif KVSERVE_HAS_F16C
   _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8))));
 #else
@@ -31,13 +32,13 @@ inline void load_lanes(const _Float16* p, float* out) {
 #endif
 }
 
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 inline __m512 load16(const _Float16* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#if KVSERVE_HAS_AVX512  // BW, VL: masked 16-bit loads
 // The lanes of m, zeros elsewhere; lanes outside m are not read.
 inline __m512 load16_masked(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 inline __m512 load16_masked(const _Float16* p, __mmask16 m) {
@@ -59,7 +60,7 @@ inline void prefetch_slice(const void* p, int64_t bytes) {
 template <class KvT>
 inline void block_scores(const float* qg, const KvT* kb, int n, int head_dim, int block_size, float scale, float* sc) {
   int s0 = 0;
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
   // Four accumulators over interleaved dimensions: one chain of head_dim dependent FMAs would
   // wait on the FMA latency at every step.
   for (; s0 + kLanes <= n; s0 += kLanes) {
@@ -77,7 +78,7 @@ inline void block_scores(const float* qg, const KvT* kb, int n, int head_dim, in
     const __m512 sum = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
     _mm512_storeu_ps(sc + s0, _mm512_mul_ps(sum, _mm512_set1_ps(scale)));
   }
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#if KVSERVE_HAS_AVX512  // BW, VL: masked 16-bit loads
   // A partly filled last block (nearly every decode token has one): the same sum with masked
   // loads, which read nothing past position n, rather than a strided scalar loop per position.
   if (s0 < n && s0 + kLanes <= block_size) {
@@ -120,7 +121,7 @@ inline void block_scores(const float* qg, const KvT* kb, int n, int head_dim, in
 template <class KvT>
 inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_dim, float* o) {
   int d0 = 0;
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
   // 64 output dimensions at a time: four independent accumulators per position.
   for (; d0 + 4 * kLanes <= head_dim; d0 += 4 * kLanes) {
     __m512 a0 = _mm512_loadu_ps(o + d0), a1 = _mm512_loadu_ps(o + d0 + 16), a2 = _mm512_loadu_ps(o + d0 + 32),
@@ -161,7 +162,7 @@ inline void softmax_inplace(float* sc, int n) {
   float mx = sc[0];
   float sum = 0.0f;
   int p = 0;
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
   __m512 vmx = _mm512_set1_ps(sc[0]);
   for (; p + kLanes <= n; p += kLanes) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(sc + p));
   mx = _mm512_reduce_max_ps(vmx);
@@ -230,7 +231,7 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* 
           const int64_t block = table[p0 / block_size];
           const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
           const int n = std::min(block_size, ctx - p0);
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
           if (p0 + block_size < ctx)
             prefetch_slice(k_cache + (table[p0 / block_size + 1] * n_kv + kvh) * block_size * head_dim, slice_bytes);
           else  // the first V slice, read right after the softmax
@@ -252,7 +253,7 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* 
           const int64_t block = table[p0 / block_size];
           const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
           const int n = std::min(block_size, ctx - p0);
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
           if (p0 + block_size < ctx)
             prefetch_slice(v_cache + (table[p0 / block_size + 1] * n_kv + kvh) * block_size * head_dim, slice_bytes);
 #endif
@@ -276,4 +277,5 @@ template void paged_attention<_Float16>(const float*, int64_t, int64_t, const _F
                                         const int32_t*, int32_t, const int32_t*, const int32_t*, int, int, int, int,
                                         float, float*, float* const*, const int64_t*);
 
-}  // namespace kvserve
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+KVSERVE_KERNEL_TARGET_END

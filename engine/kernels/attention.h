@@ -5,7 +5,10 @@
 
 #include <cstdint>
 
-namespace kvserve {
+#include "kernels/kernel_level.h"
+
+#ifdef KVSERVE_KERNEL_NS
+namespace kvserve::KVSERVE_KERNEL_NS {
 
 // Cache layout of one layer. K is stored transposed inside each block so that the scores of a
 // block's positions come out of plain vector FMAs (no horizontal sums):
@@ -34,4 +37,5 @@ void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* 
                      int head_dim, int block_size, float scale, float* out,
                      float* const* capture = nullptr, const int64_t* capture_head_stride = nullptr);
 
-}  // namespace kvserve
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+#endif

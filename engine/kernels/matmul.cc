@@ -56,7 +56,7 @@ Linear::Cached& Linear::primitive_for(int64_t m, bool accumulate) {
 void Linear::forward(const float* x, int64_t m, float* y, bool accumulate) {
   if (m == 0) return;
   if (uses_small_batch_kernel(m)) {
-    small_batch_matmul(x, m, static_cast<const float*>(packed_.data()), n_out_, n_in_, k_padded_, y, accumulate);
+    ctx_->kernels->small_batch_matmul(x, m, static_cast<const float*>(packed_.data()), n_out_, n_in_, k_padded_, y, accumulate);
     return;
   }
   Cached& c = primitive_for(padded_rows(m), accumulate);

@@ -10,12 +10,15 @@
 #include <vector>
 
 #include "huge_buffer.h"
+#include "kernels/kernel_table.h"
 #include "kernels/small_batch_matmul.h"
 
 namespace kvserve {
 
-// The oneDNN engine and stream that every matmul of one model shares.
+// The oneDNN engine and stream that every matmul of one model shares, and its kernel set.
 struct DnnlContext {
+  explicit DnnlContext(const KernelTable& k) : kernels(&k) {}
+  const KernelTable* kernels;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   // True where the CPU multiplies BF16 natively (AVX-512 BF16 or AMX): BF16 weights then stay

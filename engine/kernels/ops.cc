@@ -1,11 +1,17 @@
 #include "kernels/ops.h"
 
-#include "kernels/vec_math.h"
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <cmath>
 #include <cstring>
 
-namespace kvserve {
+KVSERVE_KERNEL_TARGET_BEGIN
+namespace kvserve::KVSERVE_KERNEL_NS {
+#include "kernels/vec_math.h"
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) {
 #pragma omp parallel for if (rows > 4)
@@ -55,7 +61,7 @@ void silu_mul(const float* gate_up, int64_t rows, int64_t ff, float* out) {
     const float* u = g + ff;
     float* o = out + r * ff;
     int64_t i = 0;
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
     const __m512 one = _mm512_set1_ps(1.0f);
     for (; i + 16 <= ff; i += 16) {
       const __m512 gv = _mm512_loadu_ps(g + i);
@@ -67,9 +73,18 @@ void silu_mul(const float* gate_up, int64_t rows, int64_t ff, float* out) {
   }
 }
 
+void exp_array(const float* x, int64_t n, float* out) {
+  int64_t i = 0;
+#if KVSERVE_HAS_AVX512
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, exp16(_mm512_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) out[i] = std::exp(x[i]);
+}
+
 void embed(const float* table, const int32_t* ids, int64_t rows, int64_t dim, float* out) {
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(out + r * dim, table + static_cast<int64_t>(ids[r]) * dim, dim * sizeof(float));
 }
 
-}  // namespace kvserve
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+KVSERVE_KERNEL_TARGET_END

@@ -3,7 +3,10 @@
 
 #include <cstdint>
 
-namespace kvserve {
+#include "kernels/kernel_level.h"
+
+#ifdef KVSERVE_KERNEL_NS
+namespace kvserve::KVSERVE_KERNEL_NS {
 
 // x: [rows, dim], w: [dim], out: [rows, dim] (may alias x). out = x / rms(x) * w.
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
@@ -23,7 +26,11 @@ void rope(float* x, int64_t rows, int64_t row_stride, const float* cos_sin, int 
 // gate_up: [rows, 2·ff] (gate then up in each row), out: [rows, ff]. out = silu(gate) · up.
 void silu_mul(const float* gate_up, int64_t rows, int64_t ff, float* out);
 
+// x: [n], out: [n] (may alias x). out = e^x (the vector exp the other kernels use).
+void exp_array(const float* x, int64_t n, float* out);
+
 // table: [vocab, dim], ids: [rows], out: [rows, dim].
 void embed(const float* table, const int32_t* ids, int64_t rows, int64_t dim, float* out);
 
-}  // namespace kvserve
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+#endif

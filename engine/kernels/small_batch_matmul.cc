@@ -1,10 +1,15 @@
 #include "kernels/small_batch_matmul.h"
 
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
 #include <algorithm>
 
-#include "kernels/vec_math.h"
-
-namespace kvserve {
+KVSERVE_KERNEL_TARGET_BEGIN
+namespace kvserve::KVSERVE_KERNEL_NS {
 namespace {
 constexpr int kPanel = 64;  // outputs per panel: four AVX-512 registers
 constexpr int kRowsPerPass = 6;  // 24 accumulators, leaving registers for the weights
@@ -16,7 +21,7 @@ constexpr int64_t kPrefetchAhead = 2 * kChunk;  // panel rows
 // R rows against rows [k0, k1) of one panel, continuing the partial sums in part (or starting
 // from zero when first): the sums stay in registers across the chunk (R·4 <= 24 of them).
 // x: [R, ldx]; wp: [k, 64]; part: [R, 64].
-#if defined(__AVX512F__)
+#if KVSERVE_HAS_AVX512
 template <int R>
 void panel_rows(const float* x, int64_t ldx, const float* wp, int64_t k0, int64_t k1, float* part, bool first,
                 int pass, int passes) {
@@ -106,4 +111,5 @@ void small_batch_matmul(const float* x, int64_t m, const float* w, int64_t n, in
   }
 }
 
-}  // namespace kvserve
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+KVSERVE_KERNEL_TARGET_END

@@ -8,11 +8,18 @@
 
 #include <cstdint>
 
+#include "kernels/kernel_level.h"
+
 namespace kvserve {
 
-// Rows up to which the model uses this kernel; oneDNN takes larger batches (prompts). At 64
-// rows it is still 15-30% faster than oneDNN on the 110M shape's matrices (same run).
+// Rows up to which the model uses this kernel; oneDNN takes larger batches (prompts): at 64
+// rows it is still faster than oneDNN on the 110M shape's matrices (README).
 constexpr int64_t kSmallBatchRows = 64;
+
+}  // namespace kvserve
+
+#ifdef KVSERVE_KERNEL_NS
+namespace kvserve::KVSERVE_KERNEL_NS {
 
 // x: [m, k]. w: oneDNN's f32 BA16a64b layout of the [k, n] weight matrix: for each panel of 64
 // outputs, [k_padded, 64] contiguous (k_padded = k rounded up to 16, n padded to 64, padding
@@ -20,4 +27,5 @@ constexpr int64_t kSmallBatchRows = 64;
 void small_batch_matmul(const float* x, int64_t m, const float* w, int64_t n, int64_t k, int64_t k_padded, float* y,
                         bool accumulate);
 
-}  // namespace kvserve
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+#endif

@@ -1,19 +1,12 @@
 // Vector math shared by the kernels (AVX-512 only; callers keep a scalar path for other CPUs).
-#pragma once
-
-#if defined(__AVX512F__)
-// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
-namespace kvserve {
+// Included inside a kernel source's level namespace and target region (kernel_level.h), so
+// each level's copy is its own; immintrin.h must come first, outside the region.
+#if KVSERVE_HAS_AVX512
 
 // e^x for 16 lanes: 2^n · e^r with n = round(x·log2 e) and |r| <= ln2/2, where a degree-6
 // polynomial is within about 1 ulp. Scalar std::exp was 5% of a batched decode step
 // in the softmax alone.
-inline __m512 exp16(__m512 x) {
+static inline __m512 exp16(__m512 x) {
   // (The maskz forms: the plain ones start from _mm512_undefined_ps, which GCC 12 flags as
   // uninitialised wherever they are inlined.)
   const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
@@ -30,5 +23,4 @@ inline __m512 exp16(__m512 x) {
   return _mm512_maskz_scalef_ps(0xFFFF, p, n);
 }
 
-}  // namespace kvserve
 #endif

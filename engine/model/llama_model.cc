@@ -4,9 +4,7 @@
 
 #include <cmath>
 
-#include "kernels/attention.h"
 #include "kernels/convert.h"
-#include "kernels/ops.h"
 
 namespace kvserve {
 namespace {
@@ -112,8 +110,8 @@ LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
   return hp;
 }
 
-LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16)
-    : hp_(LlamaHparams::from_gguf(f)), dnnl_(std::make_unique<DnnlContext>()) {
+LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16, const KernelTable& kernels)
+    : hp_(LlamaHparams::from_gguf(f)), k_(kernels), dnnl_(std::make_unique<DnnlContext>(kernels)) {
   const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff;
   // F16 (and BF16 without native support) is widened to F32 at load; the values are exact.
   const bool bf16 = keep_bf16 && hp_.weight_type == TensorType::kBF16 && dnnl_->bf16_native;
@@ -187,7 +185,7 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
   grow(logits_, Rp * hp_.n_vocab);
   grow(ctx_lens_, T);
   grow(rope_cs_, T * hp_.rope_dim);
-  rope_angles(in.positions.data(), T, hp_.rope_dim, hp_.rope_base, rope_cs_.data());
+  k_.rope_angles(in.positions.data(), T, hp_.rope_dim, hp_.rope_base, rope_cs_.data());
   for (int64_t t = 0; t < T; ++t) ctx_lens_[t] = in.positions[t] + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
   if (!in.attn_capture.empty()) {
@@ -196,16 +194,16 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
     for (int64_t t = 0; t < T; ++t) cap_strides_[t] = int64_t{in.attn_capture_len[t]} * in.attn_capture_len[t];
   }
 
-  embed(embedding_.data(), in.tokens.data(), T, D, x_.data());
+  k_.embed(embedding_.data(), in.tokens.data(), T, D, x_.data());
   for (int l = 0; l < hp_.n_layer; ++l) {
     Layer& L = layers_[l];
-    rms_norm(x_.data(), L.attn_norm.data(), T, D, hp_.rms_eps, h_.data());
+    k_.rms_norm(x_.data(), L.attn_norm.data(), T, D, hp_.rms_eps, h_.data());
     L.qkv->forward(h_.data(), T, qkv_.data());
     float* q = qkv_.data();
     float* k = q + q_dim;
     float* v = k + kv_dim;
-    rope(q, T, qkv_dim, rope_cs_.data(), hp_.n_head, hp_.head_dim, hp_.rope_dim);
-    rope(k, T, qkv_dim, rope_cs_.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim);
+    k_.rope(q, T, qkv_dim, rope_cs_.data(), hp_.n_head, hp_.head_dim, hp_.rope_dim);
+    k_.rope(k, T, qkv_dim, rope_cs_.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim);
     float* const* capture = nullptr;
     if (!in.attn_capture.empty()) {
       for (int64_t t = 0; t < T; ++t) {
@@ -216,8 +214,8 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
     }
     // Store this step's K/V, then attend; KvT is the cache's element type.
     auto store_and_attend = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
-      write_kv(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache, v_cache);
-      paged_attention(q, T, qkv_dim, k_cache, v_cache, in.block_tables.data(), in.max_blocks, in.token_seq.data(),
+      k_.write_kv(k_cache)(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache, v_cache);
+      k_.paged_attention(k_cache)(q, T, qkv_dim, k_cache, v_cache, in.block_tables.data(), in.max_blocks, in.token_seq.data(),
                       ctx_lens_.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim, kv.block_size(), scale,
                       attn_.data(), capture, cap_strides_.data());
     };
@@ -227,14 +225,14 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
       store_and_attend(kv.k<float>(l), kv.v<float>(l));
     if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
     L.wo->forward(attn_.data(), T, x_.data(), /*accumulate=*/true);
-    rms_norm(x_.data(), L.ffn_norm.data(), T, D, hp_.rms_eps, h_.data());
+    k_.rms_norm(x_.data(), L.ffn_norm.data(), T, D, hp_.rms_eps, h_.data());
     L.gate_up->forward(h_.data(), T, gu_.data());
-    silu_mul(gu_.data(), T, F, act_.data());
+    k_.silu_mul(gu_.data(), T, F, act_.data());
     L.down->forward(act_.data(), T, x_.data(), /*accumulate=*/true);
   }
   for (int64_t r = 0; r < R; ++r)
     std::memcpy(last_.data() + r * D, x_.data() + int64_t{in.logit_rows[r]} * D, D * sizeof(float));
-  rms_norm(last_.data(), out_norm_.data(), R, D, hp_.rms_eps, last_.data());
+  k_.rms_norm(last_.data(), out_norm_.data(), R, D, hp_.rms_eps, last_.data());
   output_->forward(last_.data(), R, logits_.data());
   return logits_.data();
 }

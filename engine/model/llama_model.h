@@ -39,7 +39,9 @@ class LlamaModel {
  public:
   // Reads hyperparameters and weights; GgufError names the tensor or key that is wrong.
   // keep_bf16: hold BF16 weights as BF16 where the CPU multiplies BF16 natively (else F32).
-  explicit LlamaModel(const GgufFile& file, bool keep_bf16 = false);
+  // kernels: the kernel set every step runs (default: the best this CPU supports).
+  explicit LlamaModel(const GgufFile& file, bool keep_bf16 = false,
+                      const KernelTable& kernels = kernel_table(best_supported_level()));
 
   const LlamaHparams& hparams() const { return hp_; }
   KvShape kv_shape() const { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, 4}; }
@@ -61,6 +63,7 @@ class LlamaModel {
   void zero_masked_heads(const BatchInputs& in, int layer, int64_t rows);
 
   LlamaHparams hp_;
+  const KernelTable& k_;
   std::unique_ptr<DnnlContext> dnnl_;
   std::vector<float> embedding_;  // [n_vocab, n_embd]
   std::vector<float> out_norm_;

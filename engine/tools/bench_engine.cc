@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
   bool keep_bf16 = false;
   app.add_flag("--keep-bf16", keep_bf16, "hold BF16 weights as BF16 (model.keep_bf16)");
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32 or f16")->capture_default_str();
+  std::string kernels = "auto";
+  app.add_option("--kernels", kernels, "CPU kernel set: auto, avx512, avx2, scalar (model.kernels)")
+      ->capture_default_str();
   app.add_option("--json", json_out, "also write the results as JSON here");
   int closed_n = 0, closed_c = 16;
   app.add_option("--closed-loop-requests", closed_n,
@@ -161,6 +164,7 @@ int main(int argc, char** argv) {
   o.model.path = model;
   o.model.num_threads = threads;
   o.model.keep_bf16 = keep_bf16;
+  o.model.kernels = kernels;
   o.scheduler.max_num_seqs = std::max(max_batch, 1);
   o.scheduler.max_num_batched_tokens = std::max(prompt_len, 2048);
   o.scheduler.max_waiting = 4096;
@@ -210,8 +214,9 @@ int main(int argc, char** argv) {
   const double peak = kvserve::measure_fma_peak();
   const double decode_limit = bw / weight_bytes;
   const double compute_limit = peak / (2.0 * matmul_params);
-  std::printf("model %s: %.1fM params (%s weights held as %s), %s KV cache, %d threads\n", model.c_str(),
-              mi.n_params / 1e6, mi.weight_type.c_str(), mi.weights_held_as.c_str(), kv_dtype.c_str(), threads);
+  std::printf("model %s: %.1fM params (%s weights held as %s), %s KV cache, %d threads, %s kernels\n", model.c_str(),
+              mi.n_params / 1e6, mi.weight_type.c_str(), mi.weights_held_as.c_str(), kv_dtype.c_str(), threads,
+              mi.kernels.c_str());
   std::printf("machine: memory bandwidth %.1f GB/s (triad, write-allocate traffic counted), fp32 FMA peak %.1f GFLOP/s\n",
               bw / 1e9, peak / 1e9);
   std::printf("limits: decode %.1f tok/s (bandwidth / %.0f MB of weights), compute %.1f tok/s (peak / 2 x params)\n",

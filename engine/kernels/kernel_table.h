@@ -1,0 +1,52 @@
+// One table of function pointers per kernel set. The kernel sources (attention, small-batch
+// matmul, row ops) are compiled once per level, each into its own namespace with its own
+// -march (engine/CMakeLists.txt), so one portable binary carries all of them; the model picks a
+// table once at load and calls through it. Shapes are those of the kernels' own headers.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+
+namespace kvserve {
+
+struct KernelTable {
+  KernelLevel level;
+  // kernels/ops.h
+  void (*rms_norm)(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
+  void (*rope_angles)(const int32_t* positions, int64_t rows, int rot_dim, float base, float* cos_sin);
+  void (*rope)(float* x, int64_t rows, int64_t row_stride, const float* cos_sin, int n_heads, int head_dim,
+               int rot_dim);
+  void (*silu_mul)(const float* gate_up, int64_t rows, int64_t ff, float* out);
+  void (*embed)(const float* table, const int32_t* ids, int64_t rows, int64_t dim, float* out);
+  void (*exp_array)(const float* x, int64_t n, float* out);
+  // kernels/small_batch_matmul.h
+  void (*small_batch_matmul)(const float* x, int64_t m, const float* w, int64_t n, int64_t k, int64_t k_padded,
+                             float* y, bool accumulate);
+  // kernels/attention.h, for each KV element type
+  void (*write_kv_f32)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
+                       int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache);
+  void (*write_kv_f16)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
+                       int n_kv, int head_dim, int block_size, _Float16* k_cache, _Float16* v_cache);
+  void (*paged_attention_f32)(const float* q, int64_t rows, int64_t q_stride, const float* k_cache,
+                              const float* v_cache, const int32_t* block_tables, int32_t max_blocks,
+                              const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv, int head_dim,
+                              int block_size, float scale, float* out, float* const* capture,
+                              const int64_t* capture_head_stride);
+  void (*paged_attention_f16)(const float* q, int64_t rows, int64_t q_stride, const _Float16* k_cache,
+                              const _Float16* v_cache, const int32_t* block_tables, int32_t max_blocks,
+                              const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv, int head_dim,
+                              int block_size, float scale, float* out, float* const* capture,
+                              const int64_t* capture_head_stride);
+
+  // The KV element type's pair, for code generic over it.
+  auto write_kv(float*) const { return write_kv_f32; }
+  auto write_kv(_Float16*) const { return write_kv_f16; }
+  auto paged_attention(const float*) const { return paged_attention_f32; }
+  auto paged_attention(const _Float16*) const { return paged_attention_f16; }
+};
+
+// The table of `level`; the CPU must support it (cpu_supports).
+const KernelTable& kernel_table(KernelLevel level);
+
+}  // namespace kvserve

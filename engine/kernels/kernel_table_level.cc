@@ -1,0 +1,27 @@
+// Compiled once per kernel level (KVSERVE_KERNEL_NS = scalar, avx2, avx512): that level's table.
+#include "kernels/attention.h"
+#include "kernels/kernel_table.h"
+#include "kernels/ops.h"
+#include "kernels/small_batch_matmul.h"
+
+namespace kvserve::KVSERVE_KERNEL_NS {
+
+const KernelTable& table() {
+  static const KernelTable t{
+      .level = KernelLevel::KVSERVE_KERNEL_LEVEL,
+      .rms_norm = rms_norm,
+      .rope_angles = rope_angles,
+      .rope = rope,
+      .silu_mul = silu_mul,
+      .embed = embed,
+      .exp_array = exp_array,
+      .small_batch_matmul = small_batch_matmul,
+      .write_kv_f32 = write_kv<float>,
+      .write_kv_f16 = write_kv<_Float16>,
+      .paged_attention_f32 = paged_attention<float>,
+      .paged_attention_f16 = paged_attention<_Float16>,
+  };
+  return t;
+}
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS

@@ -1,7 +1,7 @@
 #include "engine.h"
 
-#include <omp.h>
 #include <dnnl.hpp>
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -85,9 +85,9 @@ void Engine::load() {
                         level_name(best) + ")");
   }
   if (level < KernelLevel::kAvx512 && best == KernelLevel::kAvx512) limit_onednn_isa(level);
-  model_ = std::make_unique<LlamaModel>(*file_, options_.model.keep_bf16, kernel_table(level));
+  model_ = load_model(*file_, {.weights = {.keep_bf16 = options_.model.keep_bf16}, .kernels = &kernel_table(level)});
   info_.kernels = level_name(level);
-  const LlamaHparams& hp = model_->hparams();
+  const ModelHparams& hp = model_->hparams();
   if (tokenizer_->vocab_size() != hp.n_vocab)
     throw ConfigError(options_.model.path + ": tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
                       " tokens but token_embd.weight has " + std::to_string(hp.n_vocab) + " rows");
@@ -114,6 +114,7 @@ void Engine::load() {
   scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs, options_.cache.enable_prefix_caching);
   options_.cache.num_blocks = kv_->num_blocks();
 
+  info_.architecture = hp.architecture;
   info_.name = hp.name;
   info_.weight_type = tensor_type_name(hp.weight_type);
   info_.weights_held_as = tensor_type_name(hp.held_as);

@@ -21,7 +21,7 @@
 #include "kv_cache/block_allocator.h"
 #include "kv_cache/kv_storage.h"
 #include "kv_what_if.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "request.h"
 #include "scheduler.h"
 #include "tokenizer.h"
@@ -121,7 +121,7 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Model> model_;
   ModelInfo info_;
 
   // Owned by the loop thread.

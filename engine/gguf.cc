@@ -114,16 +114,6 @@ const char* gguf_type_name(GgufType type) {
   return i < std::size(names) ? names[i] : "unknown";
 }
 
-const char* tensor_type_name(TensorType type) {
-  switch (type) {
-    case TensorType::kF32: return "F32";
-    case TensorType::kF16: return "F16";
-    case TensorType::kBF16: return "BF16";
-  }
-  return "unknown";
-}
-
-size_t tensor_type_size(TensorType type) { return type == TensorType::kF32 ? 4 : 2; }
 
 bool GgufValue::is_integer() const {
   return std::holds_alternative<uint64_t>(data) || std::holds_alternative<int64_t>(data);
@@ -166,7 +156,7 @@ uint64_t GgufTensorInfo::n_elements() const {
   return n;
 }
 
-uint64_t GgufTensorInfo::n_bytes() const { return n_elements() * tensor_type_size(type); }
+uint64_t GgufTensorInfo::n_bytes() const { return static_cast<uint64_t>(tensor_bytes(type, static_cast<int64_t>(n_elements()))); }
 
 GgufFile::GgufFile(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -242,9 +232,11 @@ void GgufFile::parse() {
       info.dims.push_back(dim);
     }
     uint32_t t = c.read<uint32_t>("tensor type");
-    if (t != 0 && t != 1 && t != 30)
-      c.fail("tensor '" + info.name + "': unsupported tensor type " + std::to_string(t) +
-             " (F32, F16 and BF16 are supported)");
+    const TensorTypeTraits* traits = find_tensor_type(t);
+    if (!traits) c.fail("tensor '" + info.name + "': " + tensor_type_label(t) + " is not a ggml tensor type");
+    if (info.dims[0] % traits->block_size != 0)
+      c.fail("tensor '" + info.name + "': " + tensor_type_label(t) + " stores rows in blocks of " +
+             std::to_string(traits->block_size) + " values, but a row has " + std::to_string(info.dims[0]));
     info.type = static_cast<TensorType>(t);
     info.offset = c.read<uint64_t>("tensor offset");
     if (info.offset % alignment_ != 0)

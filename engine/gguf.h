@@ -13,6 +13,8 @@
 #include <variant>
 #include <vector>
 
+#include "tensor_types.h"
+
 namespace kvserve {
 
 // Thrown for any malformed, truncated or unsupported file; the message names the file.
@@ -26,11 +28,6 @@ enum class GgufType : uint32_t {
   kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
 };
 const char* gguf_type_name(GgufType type);
-
-// ggml tensor element types this project reads.
-enum class TensorType : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 30 };
-const char* tensor_type_name(TensorType type);
-size_t tensor_type_size(TensorType type);
 
 struct GgufValue;
 using GgufArray = std::vector<GgufValue>;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/log_text.h"
+#include "core/request_input.h"
 #include "proto_convert.h"
 
 namespace kvserve {
@@ -45,11 +46,7 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
   }
   request_id_ = request->request_id().empty() ? random_request_id() : request->request_id();
   req.client_id = request_id_;
-  const auto deadline = ctx->deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
-    req.deadline_ms = std::max<int64_t>(1, ms.count());
-  }
+  req.deadline_ms = deadline_ms_until(ctx->deadline());
   if (!service_.request_ids().add(tenant_, request_id_)) {
     Finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "request_id: '" + request_id_ + "' is already running"));
     return;

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "inspect/head_pruning.h"
 #include "inspect/head_scores.h"
+#include "core/request_input.h"
 #include "proto_convert.h"
-#include "utf8.h"
 
 namespace kvserve {
 namespace {
@@ -17,19 +18,12 @@ constexpr uint64_t kProbeSeed = 20261130;
 constexpr size_t kDefaultReplyLimit = (size_t{4} << 20) - 1024;
 
 // The prompt of an inspection call: text or ids (exactly one), 2..max_tokens tokens.
-grpc::Status read_prompt(bool has_text, const std::string& text, const google::protobuf::RepeatedField<int32_t>& ids,
+grpc::Status read_prompt(const std::string& text, const google::protobuf::RepeatedField<int32_t>& ids,
                          const Tokenizer& tok, int32_t max_tokens, std::vector<int32_t>* out) {
   using grpc::Status;
   using grpc::StatusCode;
-  if (has_text == (ids.size() > 0))
-    return Status(StatusCode::INVALID_ARGUMENT, has_text ? "prompt, prompt_token_ids: give one of them, not both"
-                                                         : "prompt: empty (give prompt text or prompt_token_ids)");
-  if (has_text) {
-    if (!utf8_is_valid(text)) return Status(StatusCode::INVALID_ARGUMENT, "prompt: not valid UTF-8");
-    *out = tok.encode(text, true);
-  } else {
-    out->assign(ids.begin(), ids.end());
-  }
+  if (ServiceStatus st = resolve_prompt(text, std::span<const int32_t>(ids.data(), ids.size()), tok, out); !st.ok())
+    return to_grpc(st);
   if (out->size() < 2)
     return Status(StatusCode::INVALID_ARGUMENT, "prompt: at least 2 tokens are needed, got " + std::to_string(out->size()));
   if (static_cast<int64_t>(out->size()) > max_tokens)
@@ -49,7 +43,7 @@ grpc::Status admit(InferenceService& service, const grpc::CallbackServerContext*
                         "inspection: " + std::to_string(service.max_inspect_calls()) +
                             " calls already running (server.max_inspect_calls); try again later");
   *slot = true;
-  return read_prompt(request.has_prompt(), request.prompt(), request.prompt_token_ids(),
+  return read_prompt(request.prompt(), request.prompt_token_ids(),
                      service.engine().tokenizer(), service.inspect_max_tokens(), prompt);
 }
 
@@ -60,11 +54,7 @@ Request inspect_request(std::vector<int32_t> prompt, const grpc::CallbackServerC
   r.sampling.temperature = 0.0f;
   r.sampling.ignore_eos = true;
   r.priority = Priority::kBackground;  // beside Generate traffic, never ahead of it
-  const auto deadline = ctx->deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
-    r.deadline_ms = std::max<int64_t>(1, ms.count());
-  }
+  r.deadline_ms = deadline_ms_until(ctx->deadline());
   return r;
 }
 
@@ -223,37 +213,29 @@ void HeadImportanceCall::rank(std::vector<Completion>& done) {
     Finish(st);
     return;
   }
-  const int32_t n_head = service_.engine().model_info().n_head;
   const double baseline = mean_logprob(done[0]);
   response_->set_n_tokens(done[0].prompt_logprob_count);
   response_->set_baseline_mean_logprob(baseline);
-  std::vector<v1::HeadImportanceScore> heads;
-  for (size_t i = 1; i < done.size(); ++i) {
-    v1::HeadImportanceScore s;
-    s.set_layer(static_cast<int32_t>((i - 1) / n_head));
-    s.set_head(static_cast<int32_t>((i - 1) % n_head));
-    s.set_mean_logprob(mean_logprob(done[i]));
-    s.set_drop(baseline - s.mean_logprob());
-    heads.push_back(s);
+  std::vector<double> single;
+  for (size_t i = 1; i < done.size(); ++i) single.push_back(mean_logprob(done[i]));
+  const std::vector<HeadDrop> ranked = rank_heads(baseline, single, service_.engine().model_info().n_head);
+  for (const HeadDrop& h : ranked) {
+    v1::HeadImportanceScore* s = response_->add_heads();
+    s->set_layer(h.layer);
+    s->set_head(h.head);
+    s->set_mean_logprob(h.mean_logprob);
+    s->set_drop(h.drop);
   }
-  std::stable_sort(heads.begin(), heads.end(), [](const auto& a, const auto& b) { return a.drop() > b.drop(); });
-  for (const auto& s : heads) *response_->add_heads() = s;
-
-  // Which heads can go together: single-head drops need not add up, so the candidates (least
-  // important first) are measured as prefixes, each zeroed all at once, in one more batch.
-  order_.clear();
-  for (auto it = heads.rbegin(); it != heads.rend(); ++it) order_.push_back({it->layer(), it->head(), it->drop()});
-  const double budget = response_->loss_budget();
-  size_t k_max = 0;
-  for (double sum = 0.0; k_max < order_.size(); ++k_max) {
-    sum += std::max(0.0, order_[k_max].drop);
-    if (sum > 4 * budget + 1e-12) break;
-  }
-  k_max = std::min(order_.size(), k_max + 1);
-  std::vector<Request> prefixes;
-  for (size_t k = 1; k <= k_max; ++k) {
-    prefixes.push_back(base_);
-    for (size_t i = 0; i < k; ++i) prefixes.back().inspect.ablate_heads.push_back({order_[i].layer, order_[i].head});
+  // Which heads can go together, measured in one more batch.
+  prefixes_ = pruning_prefixes(ranked, response_->loss_budget());
+  estimated_.clear();
+  double sum = 0;
+  for (auto it = ranked.rbegin(); it != ranked.rend() && estimated_.size() < prefixes_.size(); ++it)
+    estimated_.push_back(sum += it->drop);
+  std::vector<Request> requests;
+  for (const auto& heads : prefixes_) {
+    requests.push_back(base_);
+    requests.back().inspect.ablate_heads = heads;
   }
   auto fan_out = std::make_shared<EngineFanOut>(service_.engine());
   {
@@ -261,26 +243,24 @@ void HeadImportanceCall::rank(std::vector<Completion>& done) {
     fan_out_ = fan_out;
   }
   // Runs on the engine loop thread: submit only queues, so this cannot deadlock.
-  SubmitResult r = fan_out->start(std::move(prefixes), [this](std::vector<Completion>& d) { measure_joint(d); });
+  SubmitResult r = fan_out->start(std::move(requests), [this](std::vector<Completion>& d) { measure_joint(d); });
   if (!r.ok()) Finish(submit_grpc_status(r));
 }
 
 void HeadImportanceCall::measure_joint(std::vector<Completion>& done) {
   if (grpc::Status st = completions_status(done, service_.shutting_down()); !st.ok()) return Finish(st);
-  // The longest prefix whose measured drop fits the budget.
   const double baseline = response_->baseline_mean_logprob();
-  size_t best = 0;
-  for (size_t k = done.size(); k >= 1 && best == 0; --k)
-    if (baseline - mean_logprob(done[k - 1]) <= response_->loss_budget()) best = k;
-  double estimated = 0.0;
-  for (size_t i = 0; i < best; ++i) {
-    v1::HeadRef* ref = response_->add_prunable();
-    ref->set_layer(order_[i].layer);
-    ref->set_head(order_[i].head);
-    estimated += order_[i].drop;
-  }
-  response_->set_prunable_estimated_drop(estimated);
-  response_->set_prunable_measured_drop(best ? baseline - mean_logprob(done[best - 1]) : 0.0);
+  std::vector<double> measured;
+  for (const Completion& c : done) measured.push_back(baseline - mean_logprob(c));
+  const size_t best = prunable_count(measured, response_->loss_budget());
+  if (best > 0)
+    for (const HeadRef& h : prefixes_[best - 1]) {
+      v1::HeadRef* ref = response_->add_prunable();
+      ref->set_layer(h.layer);
+      ref->set_head(h.head);
+    }
+  response_->set_prunable_estimated_drop(best ? estimated_[best - 1] : 0.0);
+  response_->set_prunable_measured_drop(best ? measured[best - 1] : 0.0);
   Finish(grpc::Status::OK);
 }
 

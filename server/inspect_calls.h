@@ -43,12 +43,9 @@ class HeadImportanceCall : public grpc::ServerUnaryReactor {
 
   InferenceService& service_;
   v1::HeadImportanceResponse* response_;
-  struct Ranked {
-    int32_t layer, head;
-    double drop;
-  };
-  Request base_;                // the scored request every ablation copies
-  std::vector<Ranked> order_;   // heads, least important first
+  Request base_;                                // the scored request every ablation copies
+  std::vector<std::vector<HeadRef>> prefixes_;  // the candidate sets measured together
+  std::vector<double> estimated_;               // [k-1]: the single drops of prefix k, summed
   std::mutex mu_;
   bool slot_ = false;  // holds one of server.max_inspect_calls
   std::shared_ptr<EngineFanOut> fan_out_;  // the current phase: singles, then the joint check

@@ -1,7 +1,7 @@
 #include "proto_convert.h"
 
 #include "core/request_ids.h"
-#include "utf8.h"
+#include "core/request_input.h"
 
 namespace kvserve {
 
@@ -9,18 +9,8 @@ using grpc::Status;
 using grpc::StatusCode;
 
 Status to_engine_request(const v1::GenerateRequest& in, const Tokenizer& tokenizer, Request* out) {
-  const bool has_text = !in.prompt().empty();
-  const bool has_ids = in.prompt_token_ids_size() > 0;
-  if (has_text == has_ids)
-    return Status(StatusCode::INVALID_ARGUMENT,
-                  has_text ? "prompt, prompt_token_ids: give one of them, not both"
-                           : "prompt: empty (give prompt text or prompt_token_ids)");
-  if (has_text) {
-    if (!utf8_is_valid(in.prompt())) return Status(StatusCode::INVALID_ARGUMENT, "prompt: not valid UTF-8");
-    out->prompt = tokenizer.encode(in.prompt(), true);
-  } else {
-    out->prompt.assign(in.prompt_token_ids().begin(), in.prompt_token_ids().end());
-  }
+  const std::span<const int32_t> ids(in.prompt_token_ids().data(), in.prompt_token_ids_size());
+  if (ServiceStatus st = resolve_prompt(in.prompt(), ids, tokenizer, &out->prompt); !st.ok()) return to_grpc(st);
   if (!in.request_id().empty()) {  // empty, like absent: the server assigns one
     if (std::string err = check_request_id(in.request_id()); !err.empty())
       return Status(StatusCode::INVALID_ARGUMENT, err);

@@ -147,10 +147,22 @@ TEST(Gguf, ModelErrorsNameTensorTypeAndKey) {
                                                    std::string("\x05\0\0\0\0\0\0\0qwenx", 13)); });
   expect_model_error(spec, "missing tensor 'blk.0.ffn_up.weight'",
                      [&](std::string& b) { replace(b, "blk.0.ffn_up.weight", "blk.0.ffn_uq.weight"); });
-  expect_model_error(spec, "tensor 'blk.0.attn_q.weight': unsupported tensor type 2", [&](std::string& b) {
-    size_t at = b.find("blk.0.attn_q.weight") + 19 + 4 + 16;  // name, n_dims, two dims
-    b[at] = 2;                                                 // Q4_0
-  });
+  auto set_q_type = [&](uint8_t type) {
+    return [&, type](std::string& b) {
+      size_t at = b.find("blk.0.attn_q.weight") + 19 + 4 + 16;  // name, n_dims, two dims
+      b[at] = static_cast<char>(type);
+    };
+  };
+  // A type named by the table but not loadable here, one whose blocks do not divide the rows,
+  // and an id no ggml type has: each named.
+  SyntheticSpec wide = spec;
+  wide.dim = 32;
+  wide.ffn = 32;
+  expect_model_error(wide, "tensor 'blk.0.attn_q.weight' has type Q4_0 (2), which this build cannot load",
+                     set_q_type(2));
+  expect_model_error(spec, "tensor 'blk.0.attn_q.weight': Q4_0 (2) stores rows in blocks of 32 values, but a row has 16",
+                     set_q_type(2));
+  expect_model_error(spec, "tensor 'blk.0.attn_q.weight': type 99 is not a ggml tensor type", set_q_type(99));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Linear (y = x·Wᵀ) against a double-precision product, through both of its paths: the
+// DnnlMatrix (y = x·Wᵀ) against a double-precision product, through both of its paths: the
 // small-batch kernel reading oneDNN's packed panels, and oneDNN's own matmul.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/matmul.h"
+#include "weights/dnnl_matrix.h"
 
 namespace kvserve {
 namespace {
@@ -28,17 +28,17 @@ std::vector<float> random_values(size_t n, std::mt19937& rng) {
 
 TEST_P(LinearPaths, BothPathsMatchTheDefinitionAtEveryBatchHeight) {
   const auto [n_out, n_in] = std::get<0>(GetParam());
-  DnnlContext ctx(kernel_table(std::get<1>(GetParam())));
+  ComputeContext ctx(kernel_table(std::get<1>(GetParam())));
   std::mt19937 rng(11);
   const std::vector<float> w = random_values(n_out * n_in, rng);
-  Linear small(ctx, w.data(), n_out, n_in), onednn(ctx, w.data(), n_out, n_in);
+  DnnlMatrix small(ctx, w.data(), n_out, n_in), onednn(ctx, w.data(), n_out, n_in);
   onednn.disable_small_batch_kernel();
   // oneDNN packs these shapes as the small-batch kernel expects; if a new oneDNN did not,
   // every height would quietly fall back and this test would check nothing new.
   EXPECT_TRUE(small.uses_small_batch_kernel(1));
   for (int64_t m : std::vector<int64_t>{1, 2, 5, 6, 7, 13, 32, 37, kSmallBatchRows, kSmallBatchRows + 1,
                                         kSmallBatchRows + 18}) {
-    const int64_t mp = Linear::padded_rows(m);  // the rows forward may touch
+    const int64_t mp = WeightMatrix::padded_rows(m);  // the rows forward may touch
     const std::vector<float> x = random_values(mp * n_in, rng), base = random_values(mp * n_out, rng);
     for (bool accumulate : {false, true}) {
       std::vector<float> ys = base, yo = base;
@@ -71,10 +71,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LinearPaths,
 // other rows share the call, on either path.
 TEST(LinearPaths, ARowsResultDoesNotDependOnItsBatch) {
   const int64_t n_out = 512, n_in = 384;
-  DnnlContext ctx(kernel_table(best_supported_level()));
+  ComputeContext ctx(kernel_table(best_supported_level()));
   std::mt19937 rng(5);
   const std::vector<float> w = random_values(n_out * n_in, rng);
-  Linear lin(ctx, w.data(), n_out, n_in);
+  DnnlMatrix lin(ctx, w.data(), n_out, n_in);
   const std::vector<float> x = random_values(kSmallBatchRows * n_in, rng);
   std::vector<float> alone(n_out);
   lin.forward(x.data() + 3 * n_in, 1, alone.data());
@@ -88,14 +88,14 @@ TEST(LinearPaths, ARowsResultDoesNotDependOnItsBatch) {
 // Above the small-batch range the rows are padded to a few heights; whatever the padding rows
 // hold (NaN here) must not reach the real rows, and every height in a bucket shares one primitive.
 TEST(LinearPaths, PaddingRowsDoNotReachTheRealOnes) {
-  const int64_t n_out = 256, n_in = 128, m = kSmallBatchRows + 8, mp = Linear::padded_rows(m);
+  const int64_t n_out = 256, n_in = 128, m = kSmallBatchRows + 8, mp = WeightMatrix::padded_rows(m);
   ASSERT_GT(mp, m);
-  ASSERT_EQ(Linear::padded_rows(mp - 1), mp);
-  DnnlContext ctx(kernel_table(best_supported_level()));
+  ASSERT_EQ(WeightMatrix::padded_rows(mp - 1), mp);
+  ComputeContext ctx(kernel_table(best_supported_level()));
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   const std::vector<float> w = random_values(n_out * n_in, rng);
-  Linear lin(ctx, w.data(), n_out, n_in);
+  DnnlMatrix lin(ctx, w.data(), n_out, n_in);
   std::vector<float> x(mp * n_in, 0.0f);
   for (int64_t i = 0; i < m * n_in; ++i) x[i] = U(rng);
   std::vector<float> clean(mp * n_out), dirty(mp * n_out, std::nanf(""));

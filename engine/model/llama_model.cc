@@ -3,8 +3,9 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 
-#include "kernels/convert.h"
+#include "weights/compute_context.h"
 
 namespace kvserve {
 namespace {
@@ -30,37 +31,6 @@ std::string dims_str(const std::vector<uint64_t>& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
   return s + "]";
-}
-
-// Reads a tensor as float32, checking its shape (ggml order) against the model's hyperparameters.
-std::vector<float> load_tensor(const GgufFile& f, const std::string& name, std::vector<uint64_t> dims) {
-  const GgufTensorInfo& t = f.tensor(name);
-  if (t.dims != dims)
-    throw GgufError(f.path() + ": tensor '" + name + "' has shape " + dims_str(t.dims) +
-                    ", expected " + dims_str(dims));
-  const size_t n = t.n_elements();
-  std::vector<float> out(n);
-  const void* p = f.tensor_data(t);
-  switch (t.type) {
-    case TensorType::kF32:
-      std::memcpy(out.data(), p, n * sizeof(float));
-      break;
-    case TensorType::kF16: {
-      const auto* h = static_cast<const uint16_t*>(p);
-      for (size_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
-      break;
-    }
-    case TensorType::kBF16: {
-      const auto* h = static_cast<const uint16_t*>(p);
-      for (size_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
-      break;
-    }
-  }
-  return out;
-}
-
-void append(std::vector<float>& dst, const std::vector<float>& src) {
-  dst.insert(dst.end(), src.begin(), src.end());
 }
 
 template <typename T>
@@ -103,6 +73,7 @@ LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
                     ", expected [" + std::to_string(hp.n_embd) + ", n_vocab]");
   hp.n_vocab = static_cast<int32_t>(emb.dims[1]);
   hp.weight_type = emb.type;
+  hp.architecture = "llama";
   hp.tied_output = f.find_tensor("output.weight") == nullptr;
   const int64_t d = hp.n_embd, kv = int64_t{hp.n_head_kv} * hp.head_dim;
   hp.n_params = int64_t{hp.n_vocab} * d * (hp.tied_output ? 1 : 2) + d +
@@ -111,51 +82,40 @@ LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
 }
 
 LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16, const KernelTable& kernels)
-    : hp_(LlamaHparams::from_gguf(f)), k_(kernels), dnnl_(std::make_unique<DnnlContext>(kernels)) {
+    : hp_(LlamaHparams::from_gguf(f)), k_(kernels), ctx_(std::make_unique<ComputeContext>(kernels)) {
   const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff;
-  // F16 (and BF16 without native support) is widened to F32 at load; the values are exact.
-  const bool bf16 = keep_bf16 && hp_.weight_type == TensorType::kBF16 && dnnl_->bf16_native;
-  hp_.held_as = bf16 ? TensorType::kBF16 : TensorType::kF32;
   const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
-  embedding_ = load_tensor(f, "token_embd.weight", {d, v});
-  out_norm_ = load_tensor(f, "output_norm.weight", {d});
-  if (hp_.tied_output) {
-    output_ = std::make_unique<Linear>(*dnnl_, embedding_.data(), v, d, bf16);
-  } else {
-    auto w = load_tensor(f, "output.weight", {d, v});
-    output_ = std::make_unique<Linear>(*dnnl_, w.data(), v, d, bf16);
-  }
+  const WeightPolicy policy{.keep_bf16 = keep_bf16};
+  auto matrix = [&](std::vector<TensorRef> parts) { return make_weight_matrix(*ctx_, f, parts, policy); };
+  embedding_ = load_float_tensor(f, {"token_embd.weight", {d, v}});
+  out_norm_ = load_float_tensor(f, {"output_norm.weight", {d}});
+  output_ = matrix({{hp_.tied_output ? "token_embd.weight" : "output.weight", {d, v}}});
+  hp_.held_as = output_->held_as();
   layers_.resize(hp_.n_layer);
   for (int l = 0; l < hp_.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     Layer& L = layers_[l];
-    L.attn_norm = load_tensor(f, p + "attn_norm.weight", {d});
-    L.ffn_norm = load_tensor(f, p + "ffn_norm.weight", {d});
-    // Q, K and V share one matmul: their rows stacked as one [d + 2·kvd, d] matrix.
-    std::vector<float> qkv = load_tensor(f, p + "attn_q.weight", {d, d});
-    append(qkv, load_tensor(f, p + "attn_k.weight", {d, kvd}));
-    append(qkv, load_tensor(f, p + "attn_v.weight", {d, kvd}));
-    L.qkv = std::make_unique<Linear>(*dnnl_, qkv.data(), d + 2 * kvd, d, bf16);
-    auto wo = load_tensor(f, p + "attn_output.weight", {d, d});
-    L.wo = std::make_unique<Linear>(*dnnl_, wo.data(), d, d, bf16);
-    std::vector<float> gu = load_tensor(f, p + "ffn_gate.weight", {d, ff});
-    append(gu, load_tensor(f, p + "ffn_up.weight", {d, ff}));
-    L.gate_up = std::make_unique<Linear>(*dnnl_, gu.data(), 2 * ff, d, bf16);
-    auto down = load_tensor(f, p + "ffn_down.weight", {ff, d});
-    L.down = std::make_unique<Linear>(*dnnl_, down.data(), d, ff, bf16);
+    L.attn_norm = load_float_tensor(f, {p + "attn_norm.weight", {d}});
+    L.ffn_norm = load_float_tensor(f, {p + "ffn_norm.weight", {d}});
+    // Q, K and V share one matmul: their rows stacked as one [d + 2·kvd, d] matrix; so do the
+    // gate and up projections.
+    L.qkv = matrix({{p + "attn_q.weight", {d, d}}, {p + "attn_k.weight", {d, kvd}}, {p + "attn_v.weight", {d, kvd}}});
+    L.wo = matrix({{p + "attn_output.weight", {d, d}}});
+    L.gate_up = matrix({{p + "ffn_gate.weight", {d, ff}}, {p + "ffn_up.weight", {d, ff}}});
+    L.down = matrix({{p + "ffn_down.weight", {ff, d}}});
   }
 }
 
+LlamaModel::~LlamaModel() = default;
+
 void LlamaModel::warm_up(int64_t max_rows) {
-  for (int64_t m = 1; m <= max_rows; ++m) {
-    for (Layer& L : layers_) {
-      L.qkv->prepare(m, false);
-      L.wo->prepare(m, true);
-      L.gate_up->prepare(m, false);
-      L.down->prepare(m, true);
-    }
-    output_->prepare(m, false);
+  for (Layer& L : layers_) {
+    L.qkv->prepare(max_rows, false);
+    L.wo->prepare(max_rows, true);  // the residual add is fused
+    L.gate_up->prepare(max_rows, false);
+    L.down->prepare(max_rows, true);
   }
+  output_->prepare(max_rows, false);
 }
 
 void LlamaModel::zero_masked_heads(const BatchInputs& in, int layer, int64_t rows) {
@@ -173,8 +133,8 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
   const int64_t q_dim = D, kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
   const int64_t qkv_dim = q_dim + 2 * kv_dim;
   const int64_t R = static_cast<int64_t>(in.logit_rows.size());
-  // The matmuls' inputs and outputs hold their padded row counts (see Linear::padded_rows).
-  const int64_t Tp = Linear::padded_rows(T), Rp = Linear::padded_rows(R);
+  // The matmuls' inputs and outputs hold their padded row counts (see WeightMatrix::padded_rows).
+  const int64_t Tp = WeightMatrix::padded_rows(T), Rp = WeightMatrix::padded_rows(R);
   grow(x_, Tp * D);
   grow(h_, Tp * D);
   grow(qkv_, Tp * qkv_dim);

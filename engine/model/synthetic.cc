@@ -22,16 +22,14 @@ struct Rng {
   float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f; }
 };
 
+// Encoded through the type table, so every type the writer can produce is available here.
 void fill(uint8_t* out, uint64_t n, TensorType type, uint64_t seed, float scale, bool ones) {
   Rng rng{seed};
-  for (uint64_t i = 0; i < n; ++i) {
-    float x = ones ? 1.0f : rng.uniform() * scale;
-    switch (type) {
-      case TensorType::kF32: std::memcpy(out + 4 * i, &x, 4); break;
-      case TensorType::kF16: { uint16_t h = fp32_to_fp16(x); std::memcpy(out + 2 * i, &h, 2); break; }
-      case TensorType::kBF16: { uint16_t h = fp32_to_bf16(x); std::memcpy(out + 2 * i, &h, 2); break; }
-    }
-  }
+  std::vector<float> values(n);
+  for (float& x : values) x = ones ? 1.0f : rng.uniform() * scale;
+  const TensorTypeTraits& t = tensor_type(type);
+  if (!t.from_float) throw GgufError(std::string("synthetic model: cannot write ") + t.name + " weights");
+  t.from_float(values.data(), out, static_cast<int64_t>(n));
 }
 
 // Filler pieces: "▁" alone (so a space never needs byte fallback), then "▁" followed by i - 1

@@ -1,11 +1,17 @@
 #include "tools/machine_limits.h"
 
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
+
+#include "kernels/cpu_features.h"
 
 namespace kvserve {
 
@@ -35,65 +41,73 @@ double measure_bandwidth(int mib, int reps) {
 
 namespace {
 
-#if defined(__AVX512F__)
-using Vec = __m512;
-constexpr int kLanes = 16;
-inline Vec vset(float x) { return _mm512_set1_ps(x); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-inline float vsum(Vec v) {  // (not _mm512_reduce_add_ps: GCC 12 warns inside it)
-  alignas(64) float t[16];
-  _mm512_store_ps(t, v);
-  float s = 0;
-  for (float x : t) s += x;
-  return s;
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-using Vec = __m256;
-constexpr int kLanes = 8;
-inline Vec vset(float x) { return _mm256_set1_ps(x); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-inline float vsum(Vec v) {
-  alignas(32) float t[8];
-  _mm256_store_ps(t, v);
-  float s = 0;
-  for (float x : t) s += x;
-  return s;
-}
-#else
-using Vec = float;
-constexpr int kLanes = 1;
-inline Vec vset(float x) { return x; }
-inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
-inline float vsum(Vec v) { return v; }
-#endif
-
-// 12 independent accumulators hide the FMA latency on current cores.
-double fma_run(long iters) {
-  Vec acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = vset(0.001f * i);
-  const Vec m = vset(0.999999f), a = vset(1e-7f);
+// The FMA peak at the widest vectors this CPU has, whatever the build's -march: one loop per
+// width, each compiled for its instructions, chosen at run time. 12 independent accumulators
+// hide the FMA latency on current cores.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avx512f")
+float fma_run_avx512(long iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
+  const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
   for (long it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) acc[i] = vfma(acc[i], m, a);
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, a);
+  alignas(64) float t[16];
   float s = 0;
-  for (int i = 0; i < 12; ++i) s += vsum(acc[i]);
+  for (int i = 0; i < 12; ++i) {
+    _mm512_store_ps(t, acc[i]);
+    for (float x : t) s += x;
+  }
+  return s;
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+float fma_run_avx2(long iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(0.001f * i);
+  const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+  for (long it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, a);
+  alignas(32) float t[8];
+  float s = 0;
+  for (int i = 0; i < 12; ++i) {
+    _mm256_store_ps(t, acc[i]);
+    for (float x : t) s += x;
+  }
+  return s;
+}
+#pragma GCC pop_options
+
+float fma_run_scalar(long iters) {
+  float acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = 0.001f * i;
+  for (long it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = acc[i] * 0.999999f + 1e-7f;
+  float s = 0;
+  for (float x : acc) s += x;
   return s;
 }
 
 }  // namespace
 
 double measure_fma_peak() {
+  const KernelLevel level = best_supported_level();
+  const int lanes = level == KernelLevel::kAvx512 ? 16 : level == KernelLevel::kAvx2 ? 8 : 1;
+  auto run = level == KernelLevel::kAvx512 ? fma_run_avx512 : level == KernelLevel::kAvx2 ? fma_run_avx2 : fma_run_scalar;
   const long iters = 20'000'000;
   double best = 1e30;
   for (int r = 0; r < 3; ++r) {
     double sink = 0;
     const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel reduction(+ : sink)
-    sink += fma_run(iters);
+    sink += run(iters);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     volatile double keep = sink;
     (void)keep;
   }
-  return 2.0 * 12 * kLanes * static_cast<double>(iters) * omp_get_max_threads() / best;
+  return 2.0 * 12 * lanes * static_cast<double>(iters) * omp_get_max_threads() / best;
 }
 
 }  // namespace kvserve

@@ -1,4 +1,4 @@
-#include "kernels/matmul.h"
+#include "weights/dnnl_matrix.h"
 
 namespace kvserve {
 
@@ -6,8 +6,8 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-Linear::Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in, bool bf16)
-    : ctx_(&ctx), n_out_(n_out), n_in_(n_in), bf16_(bf16) {
+DnnlMatrix::DnnlMatrix(ComputeContext& ctx, const float* w, int64_t n_out, int64_t n_in, bool bf16)
+    : WeightMatrix(n_out, n_in), ctx_(&ctx), bf16_(bf16) {
   const dt wt = bf16_ ? dt::bf16 : dt::f32;
   // The [n_out, n_in] rows are exactly a [n_in, n_out] matrix in column-major ("ba") order.
   memory::desc plain_desc({n_in_, n_out_}, dt::f32, tag::ba);
@@ -25,7 +25,7 @@ Linear::Linear(DnnlContext& ctx, const float* w, int64_t n_out, int64_t n_in, bo
   k_padded_ = (n_in_ + 15) / 16 * 16;
 }
 
-Linear::Cached& Linear::primitive_for(int64_t m, bool accumulate) {
+DnnlMatrix::Cached& DnnlMatrix::primitive_for(int64_t m, bool accumulate) {
   int64_t key = m * 2 + (accumulate ? 1 : 0);
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
@@ -53,7 +53,12 @@ Linear::Cached& Linear::primitive_for(int64_t m, bool accumulate) {
   return *cache_.emplace(key, std::move(c)).first->second;
 }
 
-void Linear::forward(const float* x, int64_t m, float* y, bool accumulate) {
+void DnnlMatrix::prepare(int64_t max_rows, bool accumulate) {
+  for (int64_t m = 1; m <= max_rows; ++m)
+    if (!uses_small_batch_kernel(m)) primitive_for(padded_rows(m), accumulate);
+}
+
+void DnnlMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) {
   if (m == 0) return;
   if (uses_small_batch_kernel(m)) {
     ctx_->kernels->small_batch_matmul(x, m, static_cast<const float*>(packed_.data()), n_out_, n_in_, k_padded_, y, accumulate);

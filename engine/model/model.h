@@ -1,0 +1,58 @@
+// The interface every architecture implements, and the factory that picks one from the file's
+// general.architecture. The engine sees only this: no weights' or kernels' internals.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gguf.h"
+#include "kernels/kernel_table.h"
+#include "kv_cache/kv_storage.h"
+#include "model/batch.h"
+#include "weights/weight_matrix.h"
+
+namespace kvserve {
+
+// The shape and provenance of a loaded model, for the KV sizing, logs and GetModelInfo.
+struct ModelHparams {
+  std::string architecture;   // general.architecture
+  std::string name;           // general.name
+  int32_t n_vocab = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  int32_t n_ff = 0;
+  int32_t n_ctx_train = 0;    // <arch>.context_length
+  TensorType weight_type = TensorType::kF32;  // as stored in the file (the embedding's type)
+  TensorType held_as = TensorType::kF32;      // as held in memory and multiplied
+  int64_t n_params = 0;
+};
+
+struct ModelLoadOptions {
+  WeightPolicy weights;
+  const KernelTable* kernels = nullptr;  // null: the best this CPU supports
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelHparams& hparams() const = 0;
+  // K/V layout per layer (element_bytes 4; the cache may hold them in 16 bits).
+  virtual KvShape kv_shape() const = 0;
+  // Runs every token of the batch through the model, storing each token's K/V at its slot
+  // first, and returns logits [in.logit_rows.size(), n_vocab] (valid until the next call).
+  virtual const float* forward(const BatchInputs& in, KvStorage& kv) = 0;
+  // Readies every kernel for batches of 1..max_rows rows, so no step compiles or allocates.
+  virtual void warm_up(int64_t max_rows) = 0;
+  // The CPU kernel set every step runs.
+  virtual KernelLevel kernels() const = 0;
+};
+
+// The model of the file's general.architecture; GgufError names an architecture, key or tensor
+// this build does not implement.
+std::unique_ptr<Model> load_model(const GgufFile& file, const ModelLoadOptions& options);
+
+}  // namespace kvserve

@@ -1,0 +1,54 @@
+#include "weights/weight_matrix.h"
+
+#include "weights/dnnl_matrix.h"
+
+namespace kvserve {
+namespace {
+
+std::string dims_str(const std::vector<uint64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+const GgufTensorInfo& checked(const GgufFile& f, const TensorRef& ref) {
+  const GgufTensorInfo& t = f.tensor(ref.name);
+  if (t.dims != ref.dims)
+    throw GgufError(f.path() + ": tensor '" + ref.name + "' has shape " + dims_str(t.dims) + ", expected " +
+                    dims_str(ref.dims));
+  if (!tensor_type(t.type).to_float)
+    throw GgufError(f.path() + ": tensor '" + ref.name + "' has type " +
+                    tensor_type_label(static_cast<uint32_t>(t.type)) + ", which this build cannot load (it loads " +
+                    loadable_tensor_types() + ")");
+  return t;
+}
+
+}  // namespace
+
+std::vector<float> load_float_tensor(const GgufFile& f, const TensorRef& ref) {
+  const GgufTensorInfo& t = checked(f, ref);
+  std::vector<float> out(t.n_elements());
+  tensor_type(t.type).to_float(f.tensor_data(t), out.data(), static_cast<int64_t>(out.size()));
+  return out;
+}
+
+std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const GgufFile& f,
+                                                 const std::vector<TensorRef>& parts, const WeightPolicy& policy) {
+  // Every part shares n_in; their rows stack into one [n_out, n_in] matrix.
+  const int64_t n_in = static_cast<int64_t>(parts.at(0).dims.at(0));
+  std::vector<float> w;
+  bool all_bf16 = true;
+  for (const TensorRef& p : parts) {
+    const GgufTensorInfo& t = checked(f, p);
+    all_bf16 &= t.type == TensorType::kBF16;
+    const size_t at = w.size();
+    w.resize(at + t.n_elements());
+    tensor_type(t.type).to_float(f.tensor_data(t), w.data() + at, static_cast<int64_t>(t.n_elements()));
+  }
+  const int64_t n_out = static_cast<int64_t>(w.size()) / n_in;
+  // F16 (and BF16 without native support) is widened to F32: the values are exact.
+  const bool bf16 = policy.keep_bf16 && all_bf16 && ctx.bf16_native;
+  return std::make_unique<DnnlMatrix>(ctx, w.data(), n_out, n_in, bf16);
+}
+
+}  // namespace kvserve

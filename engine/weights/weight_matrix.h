@@ -1,0 +1,71 @@
+// One weight matrix of a model, behind one interface whatever its stored type: y (+)= x · Wᵀ.
+// make_weight_matrix reads the tensor(s) of a file and a policy and picks the implementation;
+// a new weight format is a row in tensor_types.h plus an implementation here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf.h"
+#include "kernels/small_batch_matmul.h"
+
+namespace kvserve {
+
+struct ComputeContext;
+
+// How weights are held in memory (the model's options, once for all its matrices).
+struct WeightPolicy {
+  // BF16 weights stay BF16 where the CPU multiplies BF16 natively (model.keep_bf16); otherwise
+  // they are widened to F32, exactly.
+  bool keep_bf16 = false;
+};
+
+class WeightMatrix {
+ public:
+  virtual ~WeightMatrix() = default;
+
+  // x: [padded_rows(m), n_in], y: [padded_rows(m), n_out]; rows past m are scratch: their
+  // contents are anything and their results are not meaningful. accumulate: y += x·Wᵀ (the
+  // residual add) rather than y = x·Wᵀ.
+  virtual void forward(const float* x, int64_t m, float* y, bool accumulate = false) = 0;
+  // Readies everything a forward of up to max_rows rows, with this accumulate, needs (JIT,
+  // scratch), so that no step compiles kernels or allocates.
+  virtual void prepare(int64_t max_rows, bool accumulate) = 0;
+  virtual TensorType held_as() const = 0;  // the type the weights are held and multiplied in
+  virtual int64_t bytes() const = 0;       // bytes of weights one forward streams
+
+  int64_t n_in() const { return n_in_; }
+  int64_t n_out() const { return n_out_; }
+
+  // The rows forward may touch for a batch of m: implementations run a few batch heights only.
+  // Above the small-batch kernel's range m is rounded up to a multiple of 16 (64 past 512
+  // rows); one compiled kernel per height ever seen would have a long-lived server compiling
+  // mid-step and holding gigabytes of them.
+  static int64_t padded_rows(int64_t m) {
+    if (m <= kSmallBatchRows) return m;
+    const int64_t q = m <= 512 ? 16 : 64;
+    return (m + q - 1) / q * q;
+  }
+
+ protected:
+  WeightMatrix(int64_t n_out, int64_t n_in) : n_out_(n_out), n_in_(n_in) {}
+  int64_t n_out_, n_in_;
+};
+
+// A tensor of a file and the shape (ggml order: [n_in, rows]) the model expects of it.
+struct TensorRef {
+  std::string name;
+  std::vector<uint64_t> dims;
+};
+
+// The matrix whose rows are the named tensors' rows, stacked in order (fused Q/K/V, gate+up).
+// GgufError names the file and tensor when one is missing, misshapen, or of a type this build
+// cannot load.
+std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const GgufFile& file,
+                                                 const std::vector<TensorRef>& parts, const WeightPolicy& policy);
+// A tensor as float32 (norm weights, the embedding), checked against the expected shape.
+std::vector<float> load_float_tensor(const GgufFile& file, const TensorRef& ref);
+
+}  // namespace kvserve

@@ -7,17 +7,18 @@ FROM debian:bookworm AS build
 COPY scripts/deps.sh /src/scripts/deps.sh
 RUN /src/scripts/deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . /src
-# Portable build (no -march=native): the image may run on another CPU than the one it was built on.
+# Portable build (no -march=native): the image may run on another CPU than the one it was built on;
+# the hot kernels are built for every level (scalar, AVX2, AVX-512) and chosen at start-up.
 RUN cmake -S /src -B /build -DCMAKE_BUILD_TYPE=Release -DKVSERVE_NATIVE=OFF \
  && cmake --build /build -j"$(nproc)" --target kvserve kvserve-cli kvserve-mkmodel
 
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libgrpc++1.51 libprotobuf32 libdnnl2 libspdlog1.10 \
-      libfmt9 libpcre2-8-0 libgomp1 libcpp-httplib0.11 ca-certificates \
+      libfmt9 libpcre2-8-0 libgomp1 libmicrohttpd12 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home kvserve
-COPY --from=build /build/server/kvserve /build/server/kvserve-cli /build/engine/kvserve-mkmodel /usr/local/bin/
+COPY --from=build /build/server/kvserve /build/clients/kvserve-cli /build/engine/kvserve-mkmodel /usr/local/bin/
 COPY configs /etc/kvserve
 USER kvserve
 # OpenMP workers spin briefly between parallel regions, then sleep (see scripts/serve.sh).

@@ -39,11 +39,11 @@ pid=$!
 trap 'kill -TERM "$pid" 2>/dev/null || true' EXIT
 for _ in $(seq 1200); do [ -f "$out/port" ] && break; sleep 0.1; done
 addr="127.0.0.1:$(cat "$out/port")"
-bench=("$build/server/kvserve-bench" --addr "$addr")
+bench=("$build/clients/kvserve-bench" --addr "$addr")
 
 snapshot() {  # phase name: RSS and engine counters
   grep -E '^(VmRSS|VmHWM)' "/proc/$pid/status" > "$out/$1-rss.txt"
-  "$build/server/kvserve-cli" --addr "$addr" stats > "$out/$1-stats.txt"
+  "$build/clients/kvserve-cli" --addr "$addr" stats > "$out/$1-stats.txt"
 }
 measure() {  # phase name, seed base
   "${bench[@]}" --quiet --seed "$2" --num-requests 64 --concurrency 16 --prompt-len 128 --output-len 128 \

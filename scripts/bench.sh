@@ -44,7 +44,7 @@ serve_and_bench() {  # name, prefix caching (true/false), then kvserve-bench arg
     --set scheduler.max_num_batched_tokens=512 --set 'server.log_level="warn"' > "$out/server-$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1200); do [ -f "$out/port" ] && break; sleep 0.1; done
-  "$build/server/kvserve-bench" --addr "127.0.0.1:$(cat "$out/port")" --json "$out/serving-$name.json" "$@" \
+  "$build/clients/kvserve-bench" --addr "127.0.0.1:$(cat "$out/port")" --json "$out/serving-$name.json" "$@" \
     | tee "$out/serving-$name.txt"
   kill -TERM "$pid"; wait "$pid" || true
 }

@@ -73,7 +73,7 @@ say "image built: $((size / 1048576)) MiB"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "${podman[@]}" run -d --name "$name" --network host -v "$work/model:/models:ro" kvserve:container-test \
   --model /models/model.gguf --listen "0.0.0.0:$port" --set server.metrics_listen='""' > /dev/null
-cli=("$build/server/kvserve-cli" --addr "127.0.0.1:$port" --timeout 5)
+cli=("$build/clients/kvserve-cli" --addr "127.0.0.1:$port" --timeout 5)
 for _ in $(seq 120); do "${cli[@]}" health > /dev/null 2>&1 && break; sleep 0.5; done
 "${cli[@]}" health | grep -qx SERVING || { "${podman[@]}" logs "$name" | tail -20; echo "no SERVING"; exit 1; }
 say "grpc.health.v1: SERVING from the host"
@@ -85,6 +85,16 @@ host=$("$build/engine/kvserve-generate" --model "$work/model/model.gguf" --promp
   --temperature 0 --ignore-eos 2> /dev/null)
 [ "$inside" = "$host" ] || { echo "container generated '$inside', the host '$host'"; exit 1; }
 say "Generate streamed 12 tokens, the same as the host's engine"
+
+# The portable image runs the fastest kernel set this CPU has, read here from /proc/cpuinfo.
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+has() { for f in "$@"; do [[ " $flags " == *" $f "* ]] || return 1; done; }
+expected=scalar
+has avx2 fma f16c bmi2 && expected=avx2
+has avx2 fma f16c bmi2 avx512f avx512bw avx512cd avx512dq avx512vl && expected=avx512
+"${cli[@]}" info | grep -q "$expected kernels" || { "${cli[@]}" info; echo "the image did not choose the $expected kernels"; exit 1; }
+"${podman[@]}" logs "$name" 2>&1 | grep -q "CPU kernels: $expected" || { echo "no 'CPU kernels: $expected' in the log"; exit 1; }
+say "the portable image runs the $expected kernels, the best this CPU has"
 
 # The image's own health check (kvserve-cli inside the container) on the default port is
 # exercised by running it against the port we chose.

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine.h"
+#include "runtime/engine.h"
 
 namespace kvserve {
 

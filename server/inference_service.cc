@@ -3,7 +3,7 @@
 #include "generate_stream.h"
 #include "inspect_calls.h"
 #include "proto_convert.h"
-#include "utf8.h"
+#include "text/utf8.h"
 
 namespace kvserve {
 grpc::Status InferenceService::authorize(const grpc::CallbackServerContext* ctx, std::string* tenant) const {

@@ -12,7 +12,7 @@
 
 #include "core/bearer_auth.h"
 #include "core/request_ids.h"
-#include "engine.h"
+#include "runtime/engine.h"
 #include "kvserve.grpc.pb.h"
 #include "metrics.h"
 

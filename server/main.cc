@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "engine.h"
+#include "runtime/engine.h"
 #include "inference_service.h"
 #include "server_options.h"
 

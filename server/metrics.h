@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/bearer_auth.h"
-#include "engine.h"
+#include "runtime/engine.h"
 
 struct MHD_Daemon;
 

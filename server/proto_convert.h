@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/service_status.h"
-#include "engine.h"
+#include "runtime/engine.h"
 #include "kvserve.pb.h"
 
 namespace kvserve {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "runtime/config.h"
 
 namespace kvserve {
 

@@ -24,7 +24,7 @@ echo $! > "$out/pid"
 for _ in $(seq 200); do [ -f "$out/port" ] && break; sleep 0.05; done
 addr="127.0.0.1:$(cat "$out/port")"
 report="$artifacts/attention_report.html"
-"$bin/server/kvserve-cli" --addr "$addr" inspect \
+"$bin/clients/kvserve-cli" --addr "$addr" inspect \
   "Once upon a time, there was a little girl named Lily. She loved to play outside." --html "$report" > "$out/table.txt"
 heads=$(($(wc -l < "$out/table.txt") - 3))  # header lines and the report line
 [ "$heads" = 40 ] || { echo "expected 40 heads in the table, got $heads"; cat "$out/table.txt"; exit 1; }

@@ -27,19 +27,19 @@ done
 echo $! > "$out/pid"
 for _ in $(seq 200); do [ -f "$out/port" ] && break; sleep 0.05; done
 addr="127.0.0.1:$(cat "$out/port")"
-"$bin/server/kvserve-cli" --addr "$addr" health | grep -qx SERVING
-text=$("$bin/server/kvserve-cli" --addr "$addr" generate "Once upon a time" --max-tokens 8 --temperature 0)
+"$bin/clients/kvserve-cli" --addr "$addr" health | grep -qx SERVING
+text=$("$bin/clients/kvserve-cli" --addr "$addr" generate "Once upon a time" --max-tokens 8 --temperature 0)
 [ "$text" = ", there was a little girl" ] || { echo "cli generate printed '$text'"; exit 1; }
-"$bin/server/kvserve-cli" --addr "$addr" info | grep -q "KV bytes per token: 2 x 5 layers x 4 KV heads x 8 head dim x 4 bytes = 1280"
+"$bin/clients/kvserve-cli" --addr "$addr" info | grep -q "KV bytes per token: 2 x 5 layers x 4 KV heads x 8 head dim x 4 bytes = 1280"
 grep -q "Maximum concurrency for 2048 tokens per request" "$out/server.log"
 # The README's other client commands: sampling flags, stats, tokenize.
-"$bin/server/kvserve-cli" --addr "$addr" generate "Once upon a time" --max-tokens 64 --temperature 0.8 --top-p 0.95 \
+"$bin/clients/kvserve-cli" --addr "$addr" generate "Once upon a time" --max-tokens 64 --temperature 0.8 --top-p 0.95 \
   --seed 7 --stop "." > "$out/sampled.txt"
 [ -s "$out/sampled.txt" ] && ! grep -q '\.' "$out/sampled.txt" || { echo "stop string leaked: $(cat "$out/sampled.txt")"; exit 1; }
-"$bin/server/kvserve-cli" --addr "$addr" stats | grep -q "^running 0, waiting 0"
-[ "$("$bin/server/kvserve-cli" --addr "$addr" tokenize "Hello world" | wc -w)" -ge 2 ]
+"$bin/clients/kvserve-cli" --addr "$addr" stats | grep -q "^running 0, waiting 0"
+[ "$("$bin/clients/kvserve-cli" --addr "$addr" tokenize "Hello world" | wc -w)" -ge 2 ]
 # head-importance, as the README shows it: 40 heads ranked, the top ones printed, a prunable set.
-"$bin/server/kvserve-cli" --addr "$addr" head-importance --text "$models/stories260K.expected.txt" --top 5 \
+"$bin/clients/kvserve-cli" --addr "$addr" head-importance --text "$models/stories260K.expected.txt" --top 5 \
   > "$out/importance.txt"
 grep -q "^200 tokens scored, baseline mean log-likelihood -0.47" "$out/importance.txt"
 [ "$(grep -cE '^ +[0-9]+ +[0-4] +[0-7] ' "$out/importance.txt")" = 5 ] || { cat "$out/importance.txt"; exit 1; }

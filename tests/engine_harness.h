@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine.h"
-#include "queue_sink.h"
+#include "runtime/engine.h"
+#include "runtime/queue_sink.h"
 
 namespace kvserve::testing {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "kernels/convert.h"
 
 namespace kvserve::testing {

@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "config.h"
+#include "runtime/config.h"
 #include "server_options.h"
 
 namespace kvserve {

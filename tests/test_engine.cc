@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "engine_harness.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "model/synthetic.h"
 #include "model_runner.h"
 #include "test_support.h"

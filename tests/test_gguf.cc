@@ -4,8 +4,8 @@
 #include <fstream>
 #include <functional>
 
-#include "gguf.h"
-#include "gguf_writer.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "test_support.h"

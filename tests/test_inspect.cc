@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "engine_harness.h"
-#include "gguf.h"
-#include "gguf_writer.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "inspect/head_scores.h"
 #include "model/synthetic.h"
 #include "reference_llama.h"

@@ -2,7 +2,7 @@
 // 4 KV heads, head dim 8, F32) and for a Llama-2-7B shape.
 #include <gtest/gtest.h>
 
-#include "kv_what_if.h"
+#include "kv_cache/kv_what_if.h"
 
 namespace kvserve {
 namespace {

@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "model_runner.h"
 #include "reference_llama.h"
 #include "test_support.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace kvserve {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "engine_harness.h"
 #include "kv_cache/block_allocator.h"
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 #include "test_support.h"
 
 namespace kvserve {

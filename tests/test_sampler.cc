@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "sampler.h"
+#include "sampling/sampler.h"
 
 namespace kvserve {
 namespace {

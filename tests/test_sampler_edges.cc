@@ -10,8 +10,8 @@
 #include <numeric>
 #include <vector>
 
-#include "request_validation.h"
-#include "sampler.h"
+#include "runtime/request_validation.h"
+#include "sampling/sampler.h"
 
 namespace kvserve {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <random>
 
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 
 namespace kvserve {
 namespace {

@@ -8,7 +8,7 @@
 #include <regex>
 #include <thread>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvserve.grpc.pb.h"
 #include "model/llama_model.h"
@@ -16,7 +16,7 @@
 #include "reference_llama.h"
 #include "server_process.h"
 #include "test_support.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace kvserve {
 namespace {

@@ -12,13 +12,13 @@
 #include <random>
 #include <thread>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "kvserve.grpc.pb.h"
 #include "model/llama_model.h"
 #include "model_runner.h"
 #include "server_process.h"
 #include "test_support.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace kvserve {
 namespace {

@@ -1,10 +1,10 @@
 // stories260K (a real Llama model with GQA) against the public greedy reference outputs of
 // llama2.c: 200 and 256 tokens from BOS alone must be reproduced exactly.
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "model/llama_model.h"
 #include "model_runner.h"
 #include "test_support.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace kvserve {
 namespace {

@@ -3,10 +3,10 @@
 #include <memory>
 #include <vector>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "test_support.h"
-#include "tokenizer.h"
-#include "utf8.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
 
 namespace kvserve {
 namespace {

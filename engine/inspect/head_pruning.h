@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "request.h"
+#include "runtime/request.h"
 
 namespace kvserve {
 

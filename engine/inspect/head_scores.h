@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "request.h"
+#include "runtime/request.h"
 
 namespace kvserve {
 

@@ -32,10 +32,9 @@ void panel_rows(const float* x, int64_t ldx, const float* wp, int64_t k0, int64_
   // Every pass over a chunk asks for its share of the chunk after next (past a panel's end, the
   // next panel's start): without it the thread's memory stream stops while the FMAs run, and
   // the two costs add instead of overlapping. The requests are spread evenly over all passes
-  // (pass p takes panel rows k0 + p, k0 + p + passes, ...), because a burst of them fills the miss buffers and
-  // stalls the FMAs; they go to L2, as L1 has too few miss buffers to keep enough lines in
-  // flight. 768x4096 at 16 rows: all in the first pass, one chunk ahead, 719 us; spread, two
-  // ahead, 577-599 us; one row, 410-430 us either way.
+  // (pass p takes panel rows k0 + p, k0 + p + passes, ...), because a burst of them fills the
+  // miss buffers and stalls the FMAs; they go to L2, as L1 has too few miss buffers to keep
+  // enough lines in flight.
   int64_t next_prefetch = k0 + pass;
   for (int64_t kk = k0; kk < k1; ++kk) {
     const float* wr = wp + kk * kPanel;

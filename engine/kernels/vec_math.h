@@ -4,8 +4,8 @@
 #if KVSERVE_HAS_AVX512
 
 // e^x for 16 lanes: 2^n · e^r with n = round(x·log2 e) and |r| <= ln2/2, where a degree-6
-// polynomial is within about 1 ulp. Scalar std::exp was 5% of a batched decode step
-// in the softmax alone.
+// polynomial is within about 1 ulp. Scalar std::exp was a visible share of a batched decode
+// step in the softmax alone.
 static inline __m512 exp16(__m512 x) {
   // (The maskz forms: the plain ones start from _mm512_undefined_ps, which GCC 12 flags as
   // uninitialised wherever they are inlined.)

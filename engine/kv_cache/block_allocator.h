@@ -40,7 +40,6 @@ class BlockAllocator {
   int32_t num_free() const { return static_cast<int32_t>(free_.size() + lru_.size()); }
   int32_t num_used() const { return num_blocks() - num_free(); }
   int32_t num_cached() const { return static_cast<int32_t>(by_hash_.size()); }
-  int32_t num_evictable() const { return static_cast<int32_t>(lru_.size()); }
   int64_t evictions() const { return evictions_; }
   int32_t ref_count(int32_t block) const { return ref_counts_[block]; }
 

@@ -18,14 +18,4 @@ KvStorage::KvStorage(const KvShape& shape, int32_t block_size, int32_t num_block
   }
 }
 
-void KvStorage::copy_block(int32_t src, int32_t dst) {
-  const size_t n = static_cast<size_t>(shape_.n_kv_heads) * block_size_ * shape_.head_dim * shape_.element_bytes;
-  for (int l = 0; l < shape_.n_layers; ++l) {
-    const auto* k = static_cast<const char*>(k_[l].data());
-    const auto* v = static_cast<const char*>(v_[l].data());
-    std::copy_n(k + src * n, n, static_cast<char*>(k_[l].data()) + dst * n);
-    std::copy_n(v + src * n, n, static_cast<char*>(v_[l].data()) + dst * n);
-  }
-}
-
 }  // namespace kvserve

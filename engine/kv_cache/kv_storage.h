@@ -1,11 +1,12 @@
-// The K/V memory itself: one K and one V buffer per layer, each [num_blocks, n_kv, block_size,
-// head_dim], and the arithmetic an operator needs to size it.
+// The K/V memory itself: one K and one V buffer per layer, K as [num_blocks, n_kv, head_dim,
+// block_size] (transposed inside each block, see kernels/attention.h) and V as [num_blocks, n_kv,
+// block_size, head_dim], and the arithmetic an operator needs to size it.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "huge_buffer.h"
+#include "weights/huge_buffer.h"
 
 namespace kvserve {
 
@@ -36,8 +37,6 @@ class KvStorage {
   int64_t token_capacity() const { return int64_t{num_blocks_} * block_size_; }
   int64_t bytes_per_block() const { return shape_.bytes_per_token() * block_size_; }
   int64_t total_bytes() const { return bytes_per_block() * num_blocks_; }
-  // Copies every layer's K and V of block `src` onto block `dst`.
-  void copy_block(int32_t src, int32_t dst);
 
  private:
   KvShape shape_;

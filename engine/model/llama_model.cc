@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/arch_spec.h"
 #include "weights/compute_context.h"
 
 namespace kvserve {
@@ -42,29 +43,37 @@ void grow(std::vector<T>& v, size_t n) {
 
 LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
   const std::string& arch = f.get("general.architecture").as_string("general.architecture");
-  if (arch != "llama")
-    throw GgufError(f.path() + ": unsupported architecture '" + arch + "' (supported: llama)");
+  const ArchSpec* spec = find_arch_spec(arch);
+  if (!spec)
+    throw GgufError(f.path() + ": unsupported architecture '" + arch + "' (supported: " + implemented_architectures() + ")");
+  // This forward pass implements the llama-style spec; anything else needs its own code first.
+  if (spec->norm != NormKind::kRms || spec->rope != RopeLayout::kAdjacentPairs || spec->ffn != FfnKind::kSwiGlu ||
+      spec->attn_biases || spec->fused_qkv || spec->fused_gate_up || spec->learned_positions || spec->post_norms ||
+      spec->scale_embedding || spec->attn_logit_softcap || spec->final_logit_softcap || spec->sliding_window)
+    throw GgufError(f.path() + ": architecture '" + arch + "' needs features this build's decoder lacks");
+  const auto key = [&](const char* suffix) { return spec->key(suffix); };
   LlamaHparams hp;
+  hp.architecture = arch;
   if (const GgufValue* n = f.find("general.name")) hp.name = n->as_string("general.name");
-  hp.n_embd = meta_int(f, "llama.embedding_length", 0, true);
-  hp.n_layer = meta_int(f, "llama.block_count", 0, true);
-  hp.n_head = meta_int(f, "llama.attention.head_count", 0, true);
-  hp.n_head_kv = meta_int(f, "llama.attention.head_count_kv", hp.n_head, false);
-  hp.n_ff = meta_int(f, "llama.feed_forward_length", 0, true);
-  hp.n_ctx_train = meta_int(f, "llama.context_length", 2048, false);
+  hp.n_embd = meta_int(f, key("embedding_length"), 0, true);
+  hp.n_layer = meta_int(f, key("block_count"), 0, true);
+  hp.n_head = meta_int(f, key("attention.head_count"), 0, true);
+  hp.n_head_kv = meta_int(f, key("attention.head_count_kv"), hp.n_head, false);
+  hp.n_ff = meta_int(f, key("feed_forward_length"), 0, true);
+  hp.n_ctx_train = meta_int(f, key("context_length"), 2048, false);
   if (hp.n_embd % hp.n_head != 0)
-    throw GgufError(f.path() + ": llama.embedding_length " + std::to_string(hp.n_embd) +
-                    " is not a multiple of llama.attention.head_count " + std::to_string(hp.n_head));
+    throw GgufError(f.path() + ": " + key("embedding_length") + " " + std::to_string(hp.n_embd) +
+                    " is not a multiple of " + key("attention.head_count") + " " + std::to_string(hp.n_head));
   if (hp.n_head % hp.n_head_kv != 0)
-    throw GgufError(f.path() + ": llama.attention.head_count_kv " + std::to_string(hp.n_head_kv) +
-                    " does not divide llama.attention.head_count " + std::to_string(hp.n_head));
+    throw GgufError(f.path() + ": " + key("attention.head_count_kv") + " " + std::to_string(hp.n_head_kv) +
+                    " does not divide " + key("attention.head_count") + " " + std::to_string(hp.n_head));
   hp.head_dim = hp.n_embd / hp.n_head;
-  hp.rope_dim = meta_int(f, "llama.rope.dimension_count", hp.head_dim, false);
+  hp.rope_dim = meta_int(f, key("rope.dimension_count"), hp.head_dim, false);
   if (hp.rope_dim > hp.head_dim || hp.rope_dim % 2 != 0)
-    throw GgufError(f.path() + ": llama.rope.dimension_count " + std::to_string(hp.rope_dim) +
+    throw GgufError(f.path() + ": " + key("rope.dimension_count") + " " + std::to_string(hp.rope_dim) +
                     " must be even and at most the head dimension " + std::to_string(hp.head_dim));
-  hp.rope_base = meta_float(f, "llama.rope.freq_base", 10000.0f);
-  hp.rms_eps = meta_float(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  hp.rope_base = meta_float(f, key("rope.freq_base"), 10000.0f);
+  hp.rms_eps = meta_float(f, key("attention.layer_norm_rms_epsilon"), 1e-5f);
   if (!(hp.rope_base > 0.0f) || !(hp.rms_eps > 0.0f))
     throw GgufError(f.path() + ": rope.freq_base and layer_norm_rms_epsilon must be positive");
   const GgufTensorInfo& emb = f.tensor("token_embd.weight");
@@ -73,7 +82,6 @@ LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
                     ", expected [" + std::to_string(hp.n_embd) + ", n_vocab]");
   hp.n_vocab = static_cast<int32_t>(emb.dims[1]);
   hp.weight_type = emb.type;
-  hp.architecture = "llama";
   hp.tied_output = f.find_tensor("output.weight") == nullptr;
   const int64_t d = hp.n_embd, kv = int64_t{hp.n_head_kv} * hp.head_dim;
   hp.n_params = int64_t{hp.n_vocab} * d * (hp.tied_output ? 1 : 2) + d +

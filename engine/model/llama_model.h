@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
+#include "kernels/kernel_table.h"
 #include "kv_cache/kv_storage.h"
 #include "model/batch.h"
 #include "model/model.h"

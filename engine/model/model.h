@@ -6,13 +6,15 @@
 #include <memory>
 #include <string>
 
-#include "gguf.h"
-#include "kernels/kernel_table.h"
+#include "gguf/gguf.h"
+#include "kernels/cpu_features.h"
 #include "kv_cache/kv_storage.h"
 #include "model/batch.h"
 #include "weights/weight_matrix.h"
 
 namespace kvserve {
+
+struct KernelTable;
 
 // The shape and provenance of a loaded model, for the KV sizing, logs and GetModelInfo.
 struct ModelHparams {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "gguf_writer.h"
+#include "gguf/gguf_writer.h"
 #include "kernels/convert.h"
 
 namespace kvserve {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 namespace kvserve {
 

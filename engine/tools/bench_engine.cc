@@ -15,9 +15,9 @@
 #include <fstream>
 #include <random>
 
-#include "engine.h"
+#include "runtime/engine.h"
 #include "model/synthetic.h"
-#include "queue_sink.h"
+#include "runtime/queue_sink.h"
 #include "tools/machine_limits.h"
 
 namespace {

@@ -9,8 +9,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "engine.h"
-#include "queue_sink.h"
+#include "runtime/engine.h"
+#include "runtime/queue_sink.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Generate a continuation of a prompt"};

@@ -3,8 +3,8 @@
 
 #include <cstdio>
 
-#include "gguf.h"
-#include "tokenizer.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tokenize text with a GGUF model's vocabulary"};

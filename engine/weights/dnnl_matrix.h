@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "huge_buffer.h"
+#include "weights/huge_buffer.h"
 #include "weights/compute_context.h"
 #include "weights/weight_matrix.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "kernels/small_batch_matmul.h"
 
 namespace kvserve {

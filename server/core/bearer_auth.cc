@@ -3,7 +3,7 @@
 #include <cctype>
 #include <fstream>
 
-#include "config.h"
+#include "runtime/config.h"
 
 namespace kvserve {
 namespace {

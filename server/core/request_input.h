@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/service_status.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace kvserve {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "request.h"
+#include "runtime/request.h"
 
 namespace kvserve {
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <string>
 
-#include "gguf.h"
-#include "tokenizer.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/kvserve-fuzz-gguf-" + std::to_string(getpid()) + ".gguf";

@@ -15,14 +15,14 @@
 
 #include "core/log_text.h"
 #include "core/request_ids.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "kvserve.pb.h"
 #include "model/synthetic.h"
-#include "output_text.h"
+#include "text/output_text.h"
 #include "proto_convert.h"
-#include "request_validation.h"
-#include "tokenizer.h"
-#include "utf8.h"
+#include "runtime/request_validation.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
 
 namespace {
 

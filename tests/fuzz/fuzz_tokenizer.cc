@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "model/synthetic.h"
-#include "tokenizer.h"
-#include "utf8.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
 
 namespace {
 

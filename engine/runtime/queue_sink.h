@@ -8,7 +8,7 @@
 #include <mutex>
 #include <optional>
 
-#include "request.h"
+#include "runtime/request.h"
 
 namespace kvserve {
 

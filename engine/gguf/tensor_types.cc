@@ -1,4 +1,4 @@
-#include "tensor_types.h"
+#include "gguf/tensor_types.h"
 
 #include <cstring>
 #include <iterator>

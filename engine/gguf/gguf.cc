@@ -1,4 +1,4 @@
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

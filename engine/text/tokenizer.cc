@@ -1,9 +1,9 @@
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <cstdio>
 
-#include "gguf.h"
-#include "utf8.h"
+#include "gguf/gguf.h"
+#include "text/utf8.h"
 
 namespace kvserve {
 namespace {

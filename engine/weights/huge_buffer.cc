@@ -1,4 +1,4 @@
-#include "huge_buffer.h"
+#include "weights/huge_buffer.h"
 
 #include <sys/mman.h>
 

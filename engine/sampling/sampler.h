@@ -8,9 +8,22 @@
 #include <span>
 #include <vector>
 
-#include "request.h"
+#include "runtime/request.h"
 
 namespace kvserve {
+
+// log p(token) = (l - max) - log Σ exp(l - max) over a row of raw logits, in double, with
+// non-finite logits left out of the sum: the one log-softmax of the code base (sampled-token
+// log-probabilities, prompt scoring).
+struct LogSoftmax {
+  explicit LogSoftmax(const float* logits, int32_t vocab);
+  float of(const float* logits, int32_t token) const {
+    return static_cast<float>((static_cast<double>(logits[token]) - max_) - log_sum_);
+  }
+
+ private:
+  double max_ = 0, log_sum_ = 0;
+};
 
 // Temperatures below this sample exactly as greedy (as vLLM's 1e-5): dividing by them leaves
 // nothing but the best token anyway, and tiny ones (1e-38) would overflow the division.

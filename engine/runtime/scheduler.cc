@@ -1,4 +1,4 @@
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "sampler.h"
+#include "sampling/sampler.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -124,30 +124,33 @@ int32_t Sampler::sample(float* logits, int32_t vocab, const std::vector<int32_t>
   return last;
 }
 
-TokenLogprob Sampler::logprobs(const float* raw, int32_t vocab, int32_t token, int32_t top_n) {
+LogSoftmax::LogSoftmax(const float* raw, int32_t vocab) {
   double mx = -INFINITY;
   for (int32_t i = 0; i < vocab; ++i)
     if (std::isfinite(raw[i])) mx = std::max(mx, static_cast<double>(raw[i]));
   double sum = 0;
   for (int32_t i = 0; i < vocab; ++i)
     if (std::isfinite(raw[i])) sum += std::exp(static_cast<double>(raw[i]) - mx);
-  // log p = (l - max) - log(sum): subtracting the maximum first keeps the digits of huge logits.
-  const double log_sum = sum > 0 ? std::log(sum) : 0.0;
-  auto logprob_of = [&](int32_t id) { return static_cast<float>((static_cast<double>(raw[id]) - mx) - log_sum); };
+  // Subtracting the maximum first keeps the digits of huge logits.
+  max_ = sum > 0 ? mx : 0.0;
+  log_sum_ = sum > 0 ? std::log(sum) : 0.0;
+}
+
+TokenLogprob Sampler::logprobs(const float* raw, int32_t vocab, int32_t token, int32_t top_n) {
+  const LogSoftmax norm(raw, vocab);
   TokenLogprob out;
   out.token = token;
-  out.logprob = logprob_of(token);
+  out.logprob = norm.of(raw, token);
   if (top_n > 0) {
     std::vector<int32_t> ids(vocab);
     for (int32_t i = 0; i < vocab; ++i) ids[i] = i;
     const int32_t n = std::min(top_n, vocab);
-    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
-                      [&](int32_t a, int32_t b) {
-                        const float x = std::isnan(raw[a]) ? -INFINITY : raw[a];
-                        const float y = std::isnan(raw[b]) ? -INFINITY : raw[b];
-                        return x > y || (x == y && a < b);
-                      });
-    for (int32_t i = 0; i < n; ++i) out.top.emplace_back(ids[i], logprob_of(ids[i]));
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+      const float x = std::isnan(raw[a]) ? -INFINITY : raw[a];
+      const float y = std::isnan(raw[b]) ? -INFINITY : raw[b];
+      return x > y || (x == y && a < b);
+    });
+    for (int32_t i = 0; i < n; ++i) out.top.emplace_back(ids[i], norm.of(raw, ids[i]));
   }
   return out;
 }

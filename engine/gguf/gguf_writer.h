@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 namespace kvserve {
 

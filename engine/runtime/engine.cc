@@ -1,4 +1,4 @@
-#include "engine.h"
+#include "runtime/engine.h"
 
 #include <dnnl.hpp>
 #include <omp.h>
@@ -9,7 +9,8 @@
 #include <future>
 
 #include "kernels/cpu_features.h"
-#include "request_validation.h"
+#include "kernels/kernel_table.h"
+#include "runtime/request_validation.h"
 
 namespace kvserve {
 namespace {
@@ -49,9 +50,8 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
   // The loop thread loads the model too, so that it is the only thread of the process that ever
   // runs OpenMP work. libgomp keeps one pool of workers per thread that has opened a parallel
   // region, and once it manages more threads than there are cores its workers stop spinning
-  // between regions after a few microseconds and sleep on a futex instead. A decode step opens
-  // some sixty regions; waking a worker for each made a 16-sequence step on the 110M shape 28%
-  // slower (29.4 -> 37.5 ms, model loaded on one thread and stepped on another, same run).
+  // between regions after a few microseconds and sleep on a futex instead, and a decode step
+  // opens some sixty regions (the README's Threads note has the measurement).
   std::promise<void> loaded;
   std::future<void> ready = loaded.get_future();
   thread_ = std::thread([this, loaded = std::move(loaded)]() mutable {
@@ -285,7 +285,22 @@ void Engine::step() {
   SchedulerOutput plan = scheduler_->schedule();
   if (plan.chunks.empty()) return;
   ++steps_total_;
+  build_batch(plan);
+  const float* logits = nullptr;
+  try {
+    logits = model_->forward(batch_, *kv_);
+  } catch (const std::exception& e) {
+    spdlog::error("forward step failed: {}", e.what());
+    for (const auto& c : plan.chunks) finish(c.seq, FinishReason::kError, std::string("forward failed: ") + e.what());
+    return;
+  }
+  // The logits come in the order build_batch asked for them: per chunk, its scored prompt rows,
+  // then its sampled row.
+  const float* rows = logits;
+  for (const auto& c : plan.chunks) rows = advance(c, rows);
+}
 
+void Engine::build_batch(const SchedulerOutput& plan) {
   batch_.clear();
   int32_t max_blocks = 0;
   for (const auto& c : plan.chunks)
@@ -317,77 +332,62 @@ void Engine::step() {
     }
     if (c.samples) batch_.logit_rows.push_back(static_cast<int32_t>(batch_.tokens.size()) - 1);
   }
+}
 
-  const float* logits = nullptr;
-  try {
-    logits = model_->forward(batch_, *kv_);
-  } catch (const std::exception& e) {
-    spdlog::error("forward step failed: {}", e.what());
-    for (const auto& c : plan.chunks) finish(c.seq, FinishReason::kError, std::string("forward failed: ") + e.what());
-    return;
-  }
-
+const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
   const int32_t V = info_.n_vocab;
-  scratch_logits_.resize(V);
-  size_t row = 0;
-  for (const auto& c : plan.chunks) {
-    Sequence& s = *c.seq;
-    prompt_tokens_total_ += std::clamp<int64_t>(s.num_prompt - s.num_computed, 0, c.n_tokens);
-    if (!s.prompt_logprobs.empty()) {
-      const int64_t scored = std::clamp<int64_t>(s.num_prompt - 1 - s.num_computed, 0, c.n_tokens);
-      score_prompt_rows(s, s.num_computed, scored, logits + row * V);
-      row += scored;
-    }
-    s.num_computed += c.n_tokens;
-    scheduler_->register_computed_blocks(&s);
-    s.peak_blocks = std::max<int32_t>(s.peak_blocks, static_cast<int32_t>(s.table.blocks().size()));
-    if (!c.samples) continue;
-    const float* raw = logits + row++ * V;
-    std::copy(raw, raw + V, scratch_logits_.begin());
-    const std::span<const int32_t> generated(s.tokens.data() + s.num_prompt, s.tokens.size() - s.num_prompt);
-    const int32_t token = s.sampler->sample(scratch_logits_.data(), V, s.tokens, generated);
-    if (token < 0) {
-      finish(&s, FinishReason::kError, "the model produced no finite logit at position " +
-                                           std::to_string(s.tokens.size()));
-      continue;
-    }
-
-    Event ev;
-    ev.id = s.id;
-    ev.token_ids.push_back(token);
-    const SamplingParams& sp = s.request.sampling;
-    if (sp.logprobs || sp.top_logprobs > 0) ev.logprobs.push_back(Sampler::logprobs(raw, V, token, sp.top_logprobs));
-    if (s.num_generated() == 0) s.first_token = Sequence::Clock::now();
-    s.tokens.push_back(token);
-    ++generation_tokens_total_;
-
-    const bool eos = token == tokenizer_->eos_id() && !sp.ignore_eos;
-    const bool stop_token =
-        std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
-    if (eos || stop_token) {
-      finish(&s, FinishReason::kStop, {}, std::move(ev));
-      continue;
-    }
-    ev.text = s.text->push(token);
-    if (s.text->stopped()) {
-      finish(&s, FinishReason::kStopString, {}, std::move(ev));
-    } else if (s.num_generated() >= sp.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= s.max_tokens) {
-      finish(&s, FinishReason::kLength, {}, std::move(ev));
-    } else if (s.sink) {
-      s.sink->on_event(std::move(ev));
-    }
+  Sequence& s = *c.seq;
+  prompt_tokens_total_ += std::clamp<int64_t>(s.num_prompt - s.num_computed, 0, c.n_tokens);
+  if (!s.prompt_logprobs.empty()) {
+    const int64_t scored = std::clamp<int64_t>(s.num_prompt - 1 - s.num_computed, 0, c.n_tokens);
+    score_prompt_rows(s, s.num_computed, scored, logits);
+    logits += scored * V;
   }
+  s.num_computed += c.n_tokens;
+  scheduler_->register_computed_blocks(&s);
+  s.peak_blocks = std::max<int32_t>(s.peak_blocks, static_cast<int32_t>(s.table.blocks().size()));
+  if (!c.samples) return logits;
+  const float* raw = logits;
+  scratch_logits_.assign(raw, raw + V);
+  const std::span<const int32_t> generated(s.tokens.data() + s.num_prompt, s.tokens.size() - s.num_prompt);
+  const int32_t token = s.sampler->sample(scratch_logits_.data(), V, s.tokens, generated);
+  if (token < 0) {
+    finish(&s, FinishReason::kError, "the model produced no finite logit at position " + std::to_string(s.tokens.size()));
+    return logits + V;
+  }
+
+  Event ev;
+  ev.id = s.id;
+  ev.token_ids.push_back(token);
+  const SamplingParams& sp = s.request.sampling;
+  if (sp.logprobs || sp.top_logprobs > 0) ev.logprobs.push_back(Sampler::logprobs(raw, V, token, sp.top_logprobs));
+  if (s.num_generated() == 0) s.first_token = Sequence::Clock::now();
+  s.tokens.push_back(token);
+  ++generation_tokens_total_;
+
+  const bool eos = token == tokenizer_->eos_id() && !sp.ignore_eos;
+  const bool stop_token = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
+  if (eos || stop_token) {
+    finish(&s, FinishReason::kStop, {}, std::move(ev));
+    return logits + V;
+  }
+  ev.text = s.text->push(token);
+  if (s.text->stopped()) {
+    finish(&s, FinishReason::kStopString, {}, std::move(ev));
+  } else if (s.num_generated() >= sp.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= s.max_tokens) {
+    finish(&s, FinishReason::kLength, {}, std::move(ev));
+  } else if (s.sink) {
+    s.sink->on_event(std::move(ev));
+  }
+  return logits + V;
 }
 
 void Engine::score_prompt_rows(Sequence& s, int64_t first_pos, int64_t n_rows, const float* logits) {
   const int32_t V = info_.n_vocab;
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* l = logits + r * V;
-    const float mx = *std::max_element(l, l + V);
-    double sum = 0.0;
-    for (int32_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v]) - mx);
     const int64_t p = first_pos + r;
-    s.prompt_logprobs[p] = static_cast<float>(l[s.tokens[p + 1]] - mx - std::log(sum));
+    s.prompt_logprobs[p] = LogSoftmax(l, V).of(l, s.tokens[p + 1]);
   }
 }
 

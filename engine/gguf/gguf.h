@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "tensor_types.h"
+#include "gguf/tensor_types.h"
 
 namespace kvserve {
 

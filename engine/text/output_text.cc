@@ -1,4 +1,4 @@
-#include "output_text.h"
+#include "text/output_text.h"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
-#include "request_validation.h"
+#include "runtime/request_validation.h"
 
 #include <cmath>
 
-#include "utf8.h"
+#include "text/utf8.h"
 
 namespace kvserve {
 

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "kv_cache/block_table.h"
-#include "output_text.h"
-#include "request.h"
-#include "sampler.h"
+#include "text/output_text.h"
+#include "runtime/request.h"
+#include "sampling/sampler.h"
 
 namespace kvserve {
 

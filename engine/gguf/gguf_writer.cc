@@ -1,4 +1,4 @@
-#include "gguf_writer.h"
+#include "gguf/gguf_writer.h"
 
 #include <cstdio>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "config.h"
+#include "runtime/config.h"
 
 #include "kernels/cpu_features.h"
 

@@ -3,8 +3,8 @@
 // vocab entry is merged until none is left; characters with no token fall back to <0xXX> bytes.
 #include <queue>
 
-#include "tokenizer.h"
-#include "utf8.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
 
 namespace kvserve {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "runtime/config.h"
 #include "kv_cache/block_allocator.h"
-#include "sequence.h"
+#include "runtime/sequence.h"
 
 namespace kvserve {
 

@@ -21,7 +21,6 @@ class HugeBuffer {
   HugeBuffer& operator=(const HugeBuffer&) = delete;
 
   void* data() const { return data_; }
-  float* floats() const { return static_cast<float*>(data_); }
   size_t size() const { return bytes_; }
 
  private:

@@ -16,15 +16,15 @@
 #include <variant>
 #include <vector>
 
-#include "config.h"
-#include "gguf.h"
+#include "runtime/config.h"
+#include "gguf/gguf.h"
 #include "kv_cache/block_allocator.h"
 #include "kv_cache/kv_storage.h"
-#include "kv_what_if.h"
+#include "kv_cache/kv_what_if.h"
 #include "model/model.h"
-#include "request.h"
-#include "scheduler.h"
-#include "tokenizer.h"
+#include "runtime/request.h"
+#include "runtime/scheduler.h"
+#include "text/tokenizer.h"
 
 namespace kvserve {
 
@@ -111,6 +111,11 @@ class Engine {
   void loop();
   void take_inbox(std::vector<Message>& msgs);
   void step();
+  // The batch of a step's chunks, asking for the logits of scored prompt rows and sampled rows.
+  void build_batch(const SchedulerOutput& plan);
+  // After the forward pass: one chunk's prompt scores, computed tokens and sampled token; its
+  // logits start at `logits`. Returns where the next chunk's logits start.
+  const float* advance(const ScheduledChunk& chunk, const float* logits);
   void finish(Sequence* seq, FinishReason reason, std::string error = {}, Event event = {});
   // Capture buffer, head mask and prompt-score slots for a request that asked for them.
   void prepare_inspection(Sequence* seq) const;

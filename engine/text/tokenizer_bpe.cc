@@ -6,9 +6,9 @@
 
 #include <queue>
 
-#include "gguf.h"
-#include "tokenizer.h"
-#include "utf8.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
 
 namespace kvserve {
 namespace {

@@ -1,4 +1,4 @@
-#include "kv_what_if.h"
+#include "kv_cache/kv_what_if.h"
 
 namespace kvserve {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "request.h"
+#include "runtime/request.h"
 
 namespace kvserve {
 

@@ -31,7 +31,7 @@ class StreamSink : public ResultSink {
 
 GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerContext* ctx,
                                const v1::GenerateRequest* request)
-    : service_(service) {
+    : service_(service), metrics_(service.metrics()) {
   service_.stream_started();
   Engine& engine = service_.engine();
   if (grpc::Status auth = service_.authorize(ctx, &tenant_); !auth.ok()) {
@@ -73,13 +73,7 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
 }
 
 void GenerateStream::deliver(Event ev) {
-  if (!ev.token_ids.empty()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (last_token_ != std::chrono::steady_clock::time_point{})
-      service_.metrics().observe_inter_token(std::chrono::duration<double>(now - last_token_).count());
-    last_token_ = now;
-  }
-  if (ev.completion) service_.metrics().observe_completion(*ev.completion);
+  metrics_.observe(ev);
   Action action;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -35,7 +35,7 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   std::string request_id_;
   bool registered_ = false;
   uint64_t engine_id_ = 0;
-  std::chrono::steady_clock::time_point last_token_{};  // engine thread only: for inter-token latency
+  StreamMetrics metrics_;  // engine thread only
   std::shared_ptr<StreamLink> link_;  // shared with the sink the engine holds
 
   std::mutex mu_;

@@ -14,7 +14,7 @@
 #include "core/request_ids.h"
 #include "runtime/engine.h"
 #include "kvserve.grpc.pb.h"
-#include "metrics.h"
+#include "core/metrics.h"
 
 namespace kvserve {
 

@@ -14,6 +14,7 @@
 
 #include "runtime/engine.h"
 #include "inference_service.h"
+#include "metrics.h"
 #include "server_options.h"
 
 namespace {

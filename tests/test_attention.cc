@@ -69,9 +69,11 @@ void check_against_dense(const Shape& shape, const KernelTable& k) {
   const int64_t rows = static_cast<int64_t>(token_seq.size());
   std::vector<float> out(rows * n_head * hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  k.paged_attention(kc.data())(q_rows.data(), rows, int64_t{n_head} * hd, kc.data(), vc.data(), tables.data(),
-                                max_blocks, token_seq.data(), ctx.data(), n_head, n_kv, hd, bs, scale, out.data(),
-                                nullptr, nullptr);
+  k.paged_attention(PagedAttentionArgs<KvT>{.q = q_rows.data(), .rows = rows, .q_stride = int64_t{n_head} * hd,
+                                           .k_cache = kc.data(), .v_cache = vc.data(), .block_tables = tables.data(),
+                                           .max_blocks = max_blocks, .token_seq = token_seq.data(),
+                                           .ctx_lens = ctx.data(), .n_head = n_head, .n_kv = n_kv, .head_dim = hd,
+                                           .block_size = bs, .scale = scale, .out = out.data()});
 
   for (int64_t r = 0; r < rows; ++r) {
     const int s = token_seq[r], p = ctx[r] - 1;

@@ -204,11 +204,17 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
 }
 
 template <class KvT>
-void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* k_cache,
-                     const KvT* v_cache, const int32_t* block_tables, int32_t max_blocks,
-                     const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv,
-                     int head_dim, int block_size, float scale, float* out,
-                     float* const* capture, const int64_t* capture_head_stride) {
+void paged_attention(const PagedAttentionArgs<KvT>& a) {
+  const float* q = a.q;
+  const int64_t rows = a.rows, q_stride = a.q_stride;
+  const KvT *k_cache = a.k_cache, *v_cache = a.v_cache;
+  const int32_t *block_tables = a.block_tables, *token_seq = a.token_seq, *ctx_lens = a.ctx_lens;
+  const int32_t max_blocks = a.max_blocks;
+  const int n_head = a.n_head, n_kv = a.n_kv, head_dim = a.head_dim, block_size = a.block_size;
+  const float scale = a.scale;
+  float* out = a.out;
+  float* const* capture = a.capture;
+  const int64_t* capture_head_stride = a.capture_head_stride;
   const int group = n_head / n_kv;
   const int64_t out_stride = static_cast<int64_t>(n_head) * head_dim;
   [[maybe_unused]] const int64_t slice_bytes = static_cast<int64_t>(block_size) * head_dim * sizeof(KvT);
@@ -270,12 +276,8 @@ template void write_kv<float>(const float*, const float*, int64_t, int64_t, cons
                               float*);
 template void write_kv<_Float16>(const float*, const float*, int64_t, int64_t, const int64_t*, int, int, int,
                                  _Float16*, _Float16*);
-template void paged_attention<float>(const float*, int64_t, int64_t, const float*, const float*, const int32_t*,
-                                     int32_t, const int32_t*, const int32_t*, int, int, int, int, float, float*,
-                                     float* const*, const int64_t*);
-template void paged_attention<_Float16>(const float*, int64_t, int64_t, const _Float16*, const _Float16*,
-                                        const int32_t*, int32_t, const int32_t*, const int32_t*, int, int, int, int,
-                                        float, float*, float* const*, const int64_t*);
+template void paged_attention<float>(const PagedAttentionArgs<float>&);
+template void paged_attention<_Float16>(const PagedAttentionArgs<_Float16>&);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 KVSERVE_KERNEL_TARGET_END

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/attention_args.h"
 #include "kernels/kernel_level.h"
 
 #ifdef KVSERVE_KERNEL_NS
@@ -23,19 +24,9 @@ template <class KvT>
 void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
               int n_kv, int head_dim, int block_size, KvT* k_cache, KvT* v_cache);
 
-// q: [rows, q_stride] with n_head·head_dim values from column 0.
-// k_cache: [num_blocks, n_kv, head_dim, block_size]; v_cache: [num_blocks, n_kv, block_size, head_dim].
-// block_tables: [n_seqs, max_blocks]; token_seq: [rows] row of block_tables for each token;
-// ctx_lens: [rows] number of cached positions each token sees (its position + 1).
-// out: [rows, n_head·head_dim].
-// capture (may be null): [rows] pointers, each null or the place for that token's attention
-// probabilities: head h's ctx_lens[t] weights go to capture[t] + h·capture_head_stride[t].
+// Shapes in attention_args.h.
 template <class KvT>
-void paged_attention(const float* q, int64_t rows, int64_t q_stride, const KvT* k_cache,
-                     const KvT* v_cache, const int32_t* block_tables, int32_t max_blocks,
-                     const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv,
-                     int head_dim, int block_size, float scale, float* out,
-                     float* const* capture = nullptr, const int64_t* capture_head_stride = nullptr);
+void paged_attention(const PagedAttentionArgs<KvT>& args);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif

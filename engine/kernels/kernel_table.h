@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/attention_args.h"
 #include "kernels/cpu_features.h"
 
 namespace kvserve {
@@ -28,22 +29,14 @@ struct KernelTable {
                        int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache);
   void (*write_kv_f16)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
                        int n_kv, int head_dim, int block_size, _Float16* k_cache, _Float16* v_cache);
-  void (*paged_attention_f32)(const float* q, int64_t rows, int64_t q_stride, const float* k_cache,
-                              const float* v_cache, const int32_t* block_tables, int32_t max_blocks,
-                              const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv, int head_dim,
-                              int block_size, float scale, float* out, float* const* capture,
-                              const int64_t* capture_head_stride);
-  void (*paged_attention_f16)(const float* q, int64_t rows, int64_t q_stride, const _Float16* k_cache,
-                              const _Float16* v_cache, const int32_t* block_tables, int32_t max_blocks,
-                              const int32_t* token_seq, const int32_t* ctx_lens, int n_head, int n_kv, int head_dim,
-                              int block_size, float scale, float* out, float* const* capture,
-                              const int64_t* capture_head_stride);
+  void (*paged_attention_f32)(const PagedAttentionArgs<float>& args);
+  void (*paged_attention_f16)(const PagedAttentionArgs<_Float16>& args);
 
   // The KV element type's pair, for code generic over it.
   auto write_kv(float*) const { return write_kv_f32; }
   auto write_kv(_Float16*) const { return write_kv_f16; }
-  auto paged_attention(const float*) const { return paged_attention_f32; }
-  auto paged_attention(const _Float16*) const { return paged_attention_f16; }
+  void paged_attention(const PagedAttentionArgs<float>& a) const { paged_attention_f32(a); }
+  void paged_attention(const PagedAttentionArgs<_Float16>& a) const { paged_attention_f16(a); }
 };
 
 // The table of `level`; the CPU must support it (cpu_supports).

@@ -183,9 +183,13 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
     // Store this step's K/V, then attend; KvT is the cache's element type.
     auto store_and_attend = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
       k_.write_kv(k_cache)(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache, v_cache);
-      k_.paged_attention(k_cache)(q, T, qkv_dim, k_cache, v_cache, in.block_tables.data(), in.max_blocks, in.token_seq.data(),
-                      ctx_lens_.data(), hp_.n_head, hp_.n_head_kv, hp_.head_dim, kv.block_size(), scale,
-                      attn_.data(), capture, cap_strides_.data());
+      k_.paged_attention(PagedAttentionArgs<KvT>{.q = q, .rows = T, .q_stride = qkv_dim, .k_cache = k_cache,
+                                                 .v_cache = v_cache, .block_tables = in.block_tables.data(),
+                                                 .max_blocks = in.max_blocks, .token_seq = in.token_seq.data(),
+                                                 .ctx_lens = ctx_lens_.data(), .n_head = hp_.n_head,
+                                                 .n_kv = hp_.n_head_kv, .head_dim = hp_.head_dim,
+                                                 .block_size = kv.block_size(), .scale = scale, .out = attn_.data(),
+                                                 .capture = capture, .capture_head_stride = cap_strides_.data()});
     };
     if (kv.half())
       store_and_attend(kv.k<_Float16>(l), kv.v<_Float16>(l));

@@ -1,0 +1,29 @@
+// The arguments of paged attention, as one struct (shared by every kernel level).
+#pragma once
+
+#include <cstdint>
+
+namespace kvserve {
+
+// KvT: the cache's element type (float or _Float16).
+template <class KvT>
+struct PagedAttentionArgs {
+  const float* q = nullptr;          // [rows, q_stride] with n_head·head_dim values from column 0
+  int64_t rows = 0;
+  int64_t q_stride = 0;
+  const KvT* k_cache = nullptr;      // [num_blocks, n_kv, head_dim, block_size]
+  const KvT* v_cache = nullptr;      // [num_blocks, n_kv, block_size, head_dim]
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
+  int32_t max_blocks = 0;
+  const int32_t* token_seq = nullptr;  // [rows] row of block_tables for each token
+  const int32_t* ctx_lens = nullptr;   // [rows] cached positions each token sees (its position + 1)
+  int n_head = 0, n_kv = 0, head_dim = 0, block_size = 0;
+  float scale = 1.0f;                // applied to q·k
+  float* out = nullptr;              // [rows, n_head·head_dim]
+  // May be null: [rows] pointers, each null or the place for that token's attention
+  // probabilities: head h's ctx_lens[t] weights go to capture[t] + h·capture_head_stride[t].
+  float* const* capture = nullptr;
+  const int64_t* capture_head_stride = nullptr;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,92 @@
+#include "core/metrics.h"
+
+#include <cstdio>
+
+namespace kvserve {
+namespace {
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+void metric(std::string& out, const char* type, const std::string& name, const std::string& help, double value) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + num(value) + "\n";
+}
+
+}  // namespace
+
+void Histogram::observe(double v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum " + num(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0}),
+      itl_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
+      e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0}) {}
+
+void ServerMetrics::observe_completion(const Completion& c) {
+  if (c.completion_tokens > 0) ttft_.observe(c.time_to_first_token_s);
+  e2e_.observe(c.total_time_s);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finished_[finish_reason_name(c.reason)];
+}
+
+std::string ServerMetrics::render(const EngineStats& s) const {
+  std::string out;
+  metric(out, "gauge", "kvserve:num_requests_running", "Requests in the running batch.", s.running);
+  metric(out, "gauge", "kvserve:num_requests_waiting", "Requests waiting to be admitted.", s.waiting);
+  metric(out, "gauge", "kvserve:num_requests_waiting_background",
+         "Inspection sub-requests waiting (background priority).", s.waiting_background);
+  metric(out, "gauge", "kvserve:kv_cache_usage_perc", "Fraction of KV blocks in use (1 = full).", s.kv_usage);
+  metric(out, "counter", "kvserve:num_preemptions_total", "Sequences preempted (KV dropped, recomputed later).",
+         static_cast<double>(s.preemptions_total));
+  metric(out, "counter", "kvserve:prompt_tokens_total", "Prompt tokens computed.", static_cast<double>(s.prompt_tokens_total));
+  metric(out, "counter", "kvserve:generation_tokens_total", "Tokens generated.",
+         static_cast<double>(s.generation_tokens_total));
+  metric(out, "gauge", "kvserve:prefix_cache_hit_rate", "Prompt tokens reused from the prefix cache / admitted.",
+         s.prefix_cache_hit_rate);
+  metric(out, "gauge", "kvserve:prefix_cache_blocks", "KV blocks registered in the prefix cache.", s.cached_blocks);
+  metric(out, "gauge", "kvserve:kv_cache_blocks_total", "KV blocks in the cache.", s.blocks_total);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out += "# HELP kvserve:request_success_total Finished requests by finish reason.\n"
+           "# TYPE kvserve:request_success_total counter\n";
+    for (const auto& [reason, n] : finished_)
+      out += "kvserve:request_success_total{finished_reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+  }
+  ttft_.render("kvserve:time_to_first_token_seconds", "Time from submit to the first generated token.", out);
+  itl_.render("kvserve:inter_token_latency_seconds", "Time between consecutive generated tokens.", out);
+  e2e_.render("kvserve:e2e_request_latency_seconds", "Time from submit to the final event.", out);
+  return out;
+}
+
+void StreamMetrics::observe(const Event& ev) {
+  if (!ev.token_ids.empty()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (last_token_ != std::chrono::steady_clock::time_point{})
+      metrics_.observe_inter_token(std::chrono::duration<double>(now - last_token_).count());
+    last_token_ = now;
+  }
+  if (ev.completion) metrics_.observe_completion(*ev.completion);
+}
+
+}  // namespace kvserve

@@ -17,12 +17,14 @@ grpc::Status InferenceService::authorize(const grpc::CallbackServerContext* ctx,
 }
 
 // Answers a unary call with `status` if it is not OK (the caller then returns the reactor).
-#define KVSERVE_AUTHORIZE_UNARY(ctx)                           \
-  if (grpc::Status auth = authorize(ctx); !auth.ok()) {        \
+// KVSERVE_AUTHORIZE_UNARY_AS also stores the caller's tenant (a std::string*).
+#define KVSERVE_AUTHORIZE_UNARY_AS(ctx, tenant)                \
+  if (grpc::Status auth = authorize(ctx, tenant); !auth.ok()) { \
     auto* reactor = (ctx)->DefaultReactor();                   \
     reactor->Finish(auth);                                     \
     return reactor;                                            \
   }
+#define KVSERVE_AUTHORIZE_UNARY(ctx) KVSERVE_AUTHORIZE_UNARY_AS(ctx, nullptr)
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(grpc::CallbackServerContext* ctx,
                                                                            const v1::GenerateRequest* request) {
@@ -80,12 +82,9 @@ grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext
 
 grpc::ServerUnaryReactor* InferenceService::Abort(grpc::CallbackServerContext* ctx, const v1::AbortRequest* request,
                                                   v1::AbortResponse* response) {
-  auto* reactor = ctx->DefaultReactor();
   std::string tenant;
-  if (grpc::Status auth = authorize(ctx, &tenant); !auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
-  }
+  KVSERVE_AUTHORIZE_UNARY_AS(ctx, &tenant)
+  auto* reactor = ctx->DefaultReactor();
   if (std::string err = check_request_id(request->request_id()); !err.empty()) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, err));
     return reactor;

@@ -10,22 +10,21 @@ namespace {
 
 void f32_to_float(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
 void f32_from_float(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
-void f16_to_float(const void* src, float* dst, int64_t n) {
+// The 16-bit float types, each through its scalar conversion.
+template <float (*Widen)(uint16_t)>
+void u16_to_float(const void* src, float* dst, int64_t n) {
   const auto* h = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+  for (int64_t i = 0; i < n; ++i) dst[i] = Widen(h[i]);
 }
-void f16_from_float(const float* src, void* dst, int64_t n) {
+template <uint16_t (*Narrow)(float)>
+void u16_from_float(const float* src, void* dst, int64_t n) {
   auto* h = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
+  for (int64_t i = 0; i < n; ++i) h[i] = Narrow(src[i]);
 }
-void bf16_to_float(const void* src, float* dst, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(h[i]);
-}
-void bf16_from_float(const float* src, void* dst, int64_t n) {
-  auto* h = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(src[i]);
-}
+constexpr auto f16_to_float = u16_to_float<fp16_to_fp32>;
+constexpr auto f16_from_float = u16_from_float<fp32_to_fp16>;
+constexpr auto bf16_to_float = u16_to_float<bf16_to_fp32>;
+constexpr auto bf16_from_float = u16_from_float<fp32_to_bf16>;
 
 // Block layouts (sizes) as ggml-common.h defines them.
 constexpr TensorTypeTraits kTypes[] = {

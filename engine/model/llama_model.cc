@@ -97,7 +97,8 @@ LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16, const KernelTable& ker
   auto matrix = [&](std::vector<TensorRef> parts) { return make_weight_matrix(*ctx_, f, parts, policy); };
   embedding_ = load_float_tensor(f, {"token_embd.weight", {d, v}});
   out_norm_ = load_float_tensor(f, {"output_norm.weight", {d}});
-  output_ = matrix({{hp_.tied_output ? "token_embd.weight" : "output.weight", {d, v}}});
+  output_ = hp_.tied_output ? make_weight_matrix(*ctx_, embedding_.data(), v, d, hp_.weight_type, policy)
+                            : matrix({{"output.weight", {d, v}}});
   hp_.held_as = output_->held_as();
   layers_.resize(hp_.n_layer);
   for (int l = 0; l < hp_.n_layer; ++l) {

@@ -10,20 +10,21 @@ namespace {
 
 // After penalties: NaN can never be chosen (-inf), and an overflow to +inf (a positive logit
 // divided by a tiny repetition penalty) becomes the largest float, so every difference taken
-// later is a number. Returns the largest logit (-inf when none is finite or +inf).
-float sanitize(float* logits, int32_t vocab) {
+// later is a number. Returns the first index of the largest logit, found in the same pass, or
+// -1 when no logit is a number above -inf.
+int32_t sanitize(float* logits, int32_t vocab) {
+  int32_t best = -1;
   float mx = -INFINITY;
   for (int32_t i = 0; i < vocab; ++i) {
     float& l = logits[i];
     if (std::isnan(l)) l = -INFINITY;
     else if (l > FLT_MAX) l = FLT_MAX;
-    mx = std::max(mx, l);
+    if (l > mx) {
+      mx = l;
+      best = i;
+    }
   }
-  return mx;
-}
-
-int32_t argmax(const float* logits, int32_t vocab) {
-  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+  return best;
 }
 
 }  // namespace
@@ -55,10 +56,10 @@ std::vector<float> Sampler::distribution(float* logits, int32_t vocab, const std
   apply_penalties(logits, vocab, context, generated);
   std::vector<float> probs(vocab, 0.0f);
   cand_.clear();
-  const float best = sanitize(logits, vocab);
-  if (best == -INFINITY) return probs;  // nothing can be sampled
+  const int32_t best = sanitize(logits, vocab);
+  if (best < 0) return probs;  // nothing can be sampled
   if (p_.temperature < kGreedyBelowTemperature) {
-    probs[argmax(logits, vocab)] = 1.0f;
+    probs[best] = 1.0f;
     return probs;
   }
   // Candidates sorted by logit, best first (ties: lower id first, so results are deterministic).
@@ -106,7 +107,7 @@ int32_t Sampler::sample(float* logits, int32_t vocab, const std::vector<int32_t>
                         std::span<const int32_t> generated) {
   if (p_.temperature < kGreedyBelowTemperature) {
     apply_penalties(logits, vocab, context, generated);
-    return sanitize(logits, vocab) == -INFINITY ? -1 : argmax(logits, vocab);
+    return sanitize(logits, vocab);
   }
   std::vector<float> probs = distribution(logits, vocab, context, generated);
   if (cand_.empty()) return -1;

@@ -46,9 +46,14 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
     tensor_type(t.type).to_float(f.tensor_data(t), w.data() + at, static_cast<int64_t>(t.n_elements()));
   }
   const int64_t n_out = static_cast<int64_t>(w.size()) / n_in;
+  return make_weight_matrix(ctx, w.data(), n_out, n_in, all_bf16 ? TensorType::kBF16 : TensorType::kF32, policy);
+}
+
+std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const float* w, int64_t n_out, int64_t n_in,
+                                                 TensorType stored, const WeightPolicy& policy) {
   // F16 (and BF16 without native support) is widened to F32: the values are exact.
-  const bool bf16 = policy.keep_bf16 && all_bf16 && ctx.bf16_native;
-  return std::make_unique<DnnlMatrix>(ctx, w.data(), n_out, n_in, bf16);
+  const bool bf16 = policy.keep_bf16 && stored == TensorType::kBF16 && ctx.bf16_native;
+  return std::make_unique<DnnlMatrix>(ctx, w, n_out, n_in, bf16);
 }
 
 }  // namespace kvserve

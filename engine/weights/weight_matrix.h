@@ -65,6 +65,10 @@ struct TensorRef {
 // cannot load.
 std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const GgufFile& file,
                                                  const std::vector<TensorRef>& parts, const WeightPolicy& policy);
+// The same from values already decoded (w: [n_out, n_in]; `stored`: their type in the file), so
+// a tied output matrix reuses the embedding the model decoded once.
+std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const float* w, int64_t n_out, int64_t n_in,
+                                                 TensorType stored, const WeightPolicy& policy);
 // A tensor as float32 (norm weights, the embedding), checked against the expected shape.
 std::vector<float> load_float_tensor(const GgufFile& file, const TensorRef& ref);
 

@@ -8,6 +8,7 @@
 
 #include "kernels/attention_args.h"
 #include "kernels/cpu_features.h"
+#include "kernels/quant_matmul.h"
 
 namespace kvserve {
 
@@ -24,6 +25,9 @@ struct KernelTable {
   // kernels/small_batch_matmul.h
   void (*small_batch_matmul)(const float* x, int64_t m, const float* w, int64_t n, int64_t k, int64_t k_padded,
                              float* y, bool accumulate);
+  // kernels/quant_matmul.h
+  void (*quant_matmul)(const QuantMatmulArgs& args);
+  void (*dequantize_rows)(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
   // kernels/attention.h, for each KV element type
   void (*write_kv_f32)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
                        int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache);

@@ -2,6 +2,7 @@
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
 #include "kernels/ops.h"
+#include "kernels/quant_matmul.h"
 #include "kernels/small_batch_matmul.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS {
@@ -16,6 +17,8 @@ const KernelTable& table() {
       .embed = embed,
       .exp_array = exp_array,
       .small_batch_matmul = small_batch_matmul,
+      .quant_matmul = quant_matmul,
+      .dequantize_rows = dequantize_rows,
       .write_kv_f32 = write_kv<float>,
       .write_kv_f16 = write_kv<_Float16>,
       .paged_attention_f32 = paged_attention<float>,

@@ -95,10 +95,16 @@ LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16, const KernelTable& ker
   const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
   const WeightPolicy policy{.keep_bf16 = keep_bf16};
   auto matrix = [&](std::vector<TensorRef> parts) { return make_weight_matrix(*ctx_, f, parts, policy); };
-  embedding_ = load_float_tensor(f, {"token_embd.weight", {d, v}});
+  const TensorRef embd{"token_embd.weight", {d, v}};
+  if (hp_.weight_type == TensorType::kF32 || hp_.weight_type == TensorType::kBF16) {
+    embedding_ = load_float_tensor(f, embd);
+    if (hp_.tied_output) output_ = make_weight_matrix(*ctx_, embedding_.data(), v, d, hp_.weight_type, policy);
+  } else {
+    embedding_held_ = hold_tensor(*ctx_, f, embd);
+    if (hp_.tied_output) output_ = make_held_matrix(*ctx_, {embedding_held_}, hp_.n_embd);
+  }
   out_norm_ = load_float_tensor(f, {"output_norm.weight", {d}});
-  output_ = hp_.tied_output ? make_weight_matrix(*ctx_, embedding_.data(), v, d, hp_.weight_type, policy)
-                            : matrix({{"output.weight", {d, v}}});
+  if (!hp_.tied_output) output_ = matrix({{"output.weight", {d, v}}});
   hp_.held_as = output_->held_as();
   layers_.resize(hp_.n_layer);
   for (int l = 0; l < hp_.n_layer; ++l) {
@@ -163,7 +169,10 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
     for (int64_t t = 0; t < T; ++t) cap_strides_[t] = int64_t{in.attn_capture_len[t]} * in.attn_capture_len[t];
   }
 
-  k_.embed(embedding_.data(), in.tokens.data(), T, D, x_.data());
+  if (embedding_held_.data)
+    for (int64_t t = 0; t < T; ++t) embedding_held_.decode_row(in.tokens[t], x_.data() + t * D, D);
+  else
+    k_.embed(embedding_.data(), in.tokens.data(), T, D, x_.data());
   for (int l = 0; l < hp_.n_layer; ++l) {
     Layer& L = layers_[l];
     k_.rms_norm(x_.data(), L.attn_norm.data(), T, D, hp_.rms_eps, h_.data());

@@ -53,7 +53,8 @@ class LlamaModel final : public Model {
   LlamaHparams hp_;
   const KernelTable& k_;
   std::unique_ptr<ComputeContext> ctx_;
-  std::vector<float> embedding_;  // [n_vocab, n_embd]
+  std::vector<float> embedding_;  // [n_vocab, n_embd] when the file's is F32 or BF16
+  HeldRows embedding_held_;       // otherwise as stored, each token's row decoded on lookup
   std::vector<float> out_norm_;
   std::unique_ptr<WeightMatrix> output_;
   std::vector<Layer> layers_;

@@ -4,7 +4,10 @@
 
 #include <dnnl.hpp>
 
+#include <vector>
+
 #include "kernels/kernel_table.h"
+#include "weights/weight_arena.h"
 
 namespace kvserve {
 
@@ -18,6 +21,11 @@ struct ComputeContext {
   bool bf16_native = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) &
                       static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16)) ==
                      static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  // Weights held in their file's type (weights/quant_matrix.h).
+  WeightArena arena;
+  // Rows of such weights decoded to float for a prompt-sized GEMM: one buffer for every matrix,
+  // as the engine runs one matrix at a time.
+  std::vector<float> panel;
 };
 
 }  // namespace kvserve

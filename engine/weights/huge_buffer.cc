@@ -12,7 +12,7 @@ namespace {
 constexpr size_t kHuge = size_t{2} << 20;
 }  // namespace
 
-HugeBuffer::HugeBuffer(size_t bytes) : bytes_(bytes) {
+HugeBuffer::HugeBuffer(size_t bytes, bool prefault) : bytes_(bytes) {
   if (bytes == 0) return;
   const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
   map_bytes_ = rounded + kHuge;  // room to align the start to a huge page
@@ -24,7 +24,7 @@ HugeBuffer::HugeBuffer(size_t bytes) : bytes_(bytes) {
   const uintptr_t start = (reinterpret_cast<uintptr_t>(map_) + kHuge - 1) / kHuge * kHuge;
   data_ = reinterpret_cast<void*>(start);
   madvise(data_, rounded, MADV_HUGEPAGE);  // advisory: without THP it is plain memory
-  std::memset(data_, 0, rounded);
+  if (prefault) std::memset(data_, 0, rounded);
 }
 
 HugeBuffer::~HugeBuffer() { release(); }

@@ -12,8 +12,9 @@ class HugeBuffer {
  public:
   HugeBuffer() = default;
   // Maps `bytes` (rounded up to 2 MiB), faulted in now so that resident memory does not creep
-  // up as the cache fills; throws std::bad_alloc when the mapping fails.
-  explicit HugeBuffer(size_t bytes);
+  // up as the cache fills (prefault false: pages become resident as they are first written);
+  // throws std::bad_alloc when the mapping fails.
+  explicit HugeBuffer(size_t bytes, bool prefault = true);
   ~HugeBuffer();
   HugeBuffer(HugeBuffer&& other) noexcept;
   HugeBuffer& operator=(HugeBuffer&& other) noexcept;

@@ -1,6 +1,9 @@
 #include "weights/weight_matrix.h"
 
+#include <cstring>
+
 #include "weights/dnnl_matrix.h"
+#include "weights/quant_matrix.h"
 
 namespace kvserve {
 namespace {
@@ -36,22 +39,49 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
                                                  const std::vector<TensorRef>& parts, const WeightPolicy& policy) {
   // Every part shares n_in; their rows stack into one [n_out, n_in] matrix.
   const int64_t n_in = static_cast<int64_t>(parts.at(0).dims.at(0));
-  std::vector<float> w;
-  bool all_bf16 = true;
+  std::vector<const GgufTensorInfo*> infos;
+  bool all_f32 = true, all_bf16 = true;
   for (const TensorRef& p : parts) {
-    const GgufTensorInfo& t = checked(f, p);
-    all_bf16 &= t.type == TensorType::kBF16;
+    infos.push_back(&checked(f, p));
+    all_f32 &= infos.back()->type == TensorType::kF32;
+    all_bf16 &= infos.back()->type == TensorType::kBF16;
+  }
+  if (!all_f32 && !all_bf16) {
+    // Held as stored: the bytes copied once into the model's arena.
+    std::vector<HeldRows> held;
+    for (const TensorRef& p : parts) held.push_back(hold_tensor(ctx, f, p));
+    return make_held_matrix(ctx, std::move(held), n_in);
+  }
+  std::vector<float> w;
+  for (const GgufTensorInfo* t : infos) {
     const size_t at = w.size();
-    w.resize(at + t.n_elements());
-    tensor_type(t.type).to_float(f.tensor_data(t), w.data() + at, static_cast<int64_t>(t.n_elements()));
+    w.resize(at + t->n_elements());
+    tensor_type(t->type).to_float(f.tensor_data(*t), w.data() + at, static_cast<int64_t>(t->n_elements()));
   }
   const int64_t n_out = static_cast<int64_t>(w.size()) / n_in;
   return make_weight_matrix(ctx, w.data(), n_out, n_in, all_bf16 ? TensorType::kBF16 : TensorType::kF32, policy);
 }
 
+void HeldRows::decode_row(int64_t r, float* out, int64_t n) const {
+  tensor_type(type).to_float(data + r * row_bytes, out, n);
+}
+
+HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& ref) {
+  const GgufTensorInfo& t = checked(f, ref);
+  const int64_t rows = t.dims.size() > 1 ? static_cast<int64_t>(t.n_elements() / t.dims[0]) : 1;
+  const auto bytes = static_cast<size_t>(t.n_bytes());
+  uint8_t* dst = ctx.arena.allocate(bytes);
+  std::memcpy(dst, f.tensor_data(t), bytes);
+  return {t.type, dst, rows, static_cast<int64_t>(bytes) / rows};
+}
+
+std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in) {
+  return std::make_unique<QuantMatrix>(ctx, std::move(parts), n_in);
+}
+
 std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const float* w, int64_t n_out, int64_t n_in,
                                                  TensorType stored, const WeightPolicy& policy) {
-  // F16 (and BF16 without native support) is widened to F32: the values are exact.
+  // BF16 without native support is widened to F32: the values are exact.
   const bool bf16 = policy.keep_bf16 && stored == TensorType::kBF16 && ctx.bf16_native;
   return std::make_unique<DnnlMatrix>(ctx, w, n_out, n_in, bf16);
 }

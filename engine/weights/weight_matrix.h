@@ -72,4 +72,19 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const floa
 // A tensor as float32 (norm weights, the embedding), checked against the expected shape.
 std::vector<float> load_float_tensor(const GgufFile& file, const TensorRef& ref);
 
+// Rows of a tensor held as the file stores them ([rows, row_bytes], each row n values).
+struct HeldRows {
+  TensorType type = TensorType::kF32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t row_bytes = 0;
+  // Row r decoded to out: [n] (n the row's length).
+  void decode_row(int64_t r, float* out, int64_t n) const;
+};
+// The tensor's bytes copied into ctx's arena, checked as make_weight_matrix checks them.
+HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& file, const TensorRef& ref);
+// The matrix over held rows (stacked in order; n_in values each), as make_weight_matrix builds
+// it for tensors that are not all F32 or all BF16: a tied output reuses the held embedding.
+std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in);
+
 }  // namespace kvserve

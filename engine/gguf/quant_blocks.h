@@ -1,0 +1,91 @@
+// The block layouts of ggml's quantized tensor types, as ggml-common.h defines them: Q4_0..Q8_0
+// hold 32 values a block with one (or two) F16 factors; the K types hold 256 values a
+// super-block with packed sub-block scales. Values are little-endian, blocks packed.
+#pragma once
+
+#include <cstdint>
+
+namespace kvserve::quant {
+
+constexpr int kQK = 32;    // values per block of the 32-value types
+constexpr int kQK_K = 256; // values per super-block of the K types
+constexpr int kKScaleBytes = 12;  // Q4_K/Q5_K: 8 six-bit scales and 8 six-bit mins
+
+struct BlockQ4_0 {
+  uint16_t d;             // F16 scale
+  uint8_t qs[kQK / 2];    // value j in the low nibble of byte j, value j+16 in its high nibble; q - 8
+};
+struct BlockQ4_1 {
+  uint16_t d, m;          // F16 scale and minimum: value = q·d + m
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];          // fifth bits: bit j of the little-endian word is value j's
+  uint8_t qs[kQK / 2];    // low four bits, as Q4_0; q - 16
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // per 16 values: 4-bit scale (low), 4-bit min (high)
+  uint8_t qs[kQK_K / 4];       // 2-bit values
+  uint16_t d, dmin;            // super-block factors of the scales and of the mins
+};
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];    // third bits (set: no offset; clear: minus 4)
+  uint8_t qs[kQK_K / 4];       // low two bits
+  uint8_t scales[12];          // 16 six-bit scales, offset by 32
+  uint16_t d;
+};
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];       // low four bits
+  uint8_t qh[kQK_K / 4];       // high two bits
+  int8_t scales[kQK_K / 16];   // per 16 values
+  uint16_t d;
+};
+
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+
+// Static: kernel levels compile their own copies (kernels/kernel_level.h).
+// Q4_K/Q5_K: the six-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
+static inline void k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Q3_K: its 16 scales (-32..31) unpacked from the 12 bytes.
+static inline void q3_k_scales(const uint8_t* packed, int8_t* out) {
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? (packed[j] & 0xF) : (packed[j - 8] >> 4);
+    const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    out[j] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+}  // namespace kvserve::quant

@@ -1,0 +1,191 @@
+#include "kernels/quant_matmul.h"
+
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "gguf/tensor_types.h"
+#include "kernels/small_batch_matmul.h"
+
+KVSERVE_KERNEL_TARGET_BEGIN
+#include "kernels/quant_decode.h"  // this level's copies of the decoders
+
+namespace kvserve::KVSERVE_KERNEL_NS {
+namespace {
+
+using DecodeFn = void (*)(const void* src, float* dst, int64_t n);
+
+void decode_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+
+void decode_f16(const void* src, float* dst, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+#if KVSERVE_HAS_AVX512
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
+#elif KVSERVE_HAS_F16C
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+#endif
+  for (; i < n; ++i) dst[i] = quant::half_to_float(h[i]);
+}
+
+void decode_bf16(const void* src, float* dst, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(src);
+  auto* out = reinterpret_cast<uint32_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(h[i]) << 16;
+}
+
+DecodeFn decoder(uint32_t type) {
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kF32: return decode_f32;
+    case TensorType::kF16: return decode_f16;
+    case TensorType::kBF16: return decode_bf16;
+    case TensorType::kQ4_0: return quant::decode_q4_0;
+    case TensorType::kQ4_1: return quant::decode_q4_1;
+    case TensorType::kQ5_0: return quant::decode_q5_0;
+    case TensorType::kQ5_1: return quant::decode_q5_1;
+    case TensorType::kQ8_0: return quant::decode_q8_0;
+    case TensorType::kQ2_K: return quant::decode_q2_k;
+    case TensorType::kQ3_K: return quant::decode_q3_k;
+    case TensorType::kQ4_K: return quant::decode_q4_k;
+    case TensorType::kQ5_K: return quant::decode_q5_k;
+    case TensorType::kQ6_K: return quant::decode_q6_k;
+    default: return nullptr;
+  }
+}
+
+constexpr int kG = 4;          // output rows decoded together
+constexpr int64_t kKc = 512;   // values of each row per chunk: kG rows of it stay in L1
+constexpr int64_t kPrefetchGroups = 2;
+#if KVSERVE_HAS_AVX512
+constexpr int kW = 16;         // floats per vector
+constexpr int kMaxR = 6;       // x rows per pass: kG·6 accumulators of 32 registers
+#elif KVSERVE_KERNEL_LEVEL_ID == 1
+constexpr int kW = 8;
+constexpr int kMaxR = 2;       // kG·2 accumulators of 16 registers
+#else
+constexpr int kW = 8;
+constexpr int kMaxR = 4;
+#endif
+
+// part[r][g][kW] += the products of R rows of x with the kG decoded rows over [0, kc): vector
+// partial sums, reduced once per call of quant_matmul. wbuf: [kG, kKc]; x: [R, ldx]
+// (already offset to the chunk); part: [R, kG, kW].
+template <int R>
+void chunk_fma(const float* wbuf, int64_t kc, const float* x, int64_t ldx, float* part) {
+  const int64_t kv = kc / kW * kW;
+#if KVSERVE_HAS_AVX512 || KVSERVE_KERNEL_LEVEL_ID == 1
+#if KVSERVE_HAS_AVX512
+  using V = __m512;
+#define KVS_LOAD(p) _mm512_loadu_ps(p)
+#define KVS_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define KVS_STORE(p, v) _mm512_storeu_ps(p, v)
+#else
+  using V = __m256;
+#define KVS_LOAD(p) _mm256_loadu_ps(p)
+#define KVS_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define KVS_STORE(p, v) _mm256_storeu_ps(p, v)
+#endif
+  V acc[R][kG];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < kG; ++g) acc[r][g] = KVS_LOAD(part + (r * kG + g) * kW);
+  for (int64_t k = 0; k < kv; k += kW) {
+    V w[kG];
+    for (int g = 0; g < kG; ++g) w[g] = KVS_LOAD(wbuf + g * kKc + k);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const V xv = KVS_LOAD(x + r * ldx + k);
+      for (int g = 0; g < kG; ++g) acc[r][g] = KVS_FMA(xv, w[g], acc[r][g]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < kG; ++g) KVS_STORE(part + (r * kG + g) * kW, acc[r][g]);
+#undef KVS_LOAD
+#undef KVS_FMA
+#undef KVS_STORE
+#else
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < kG; ++g) {
+      float* p = part + (r * kG + g) * kW;
+      for (int64_t k = 0; k < kv; k += kW)
+        for (int l = 0; l < kW; ++l) p[l] += x[r * ldx + k + l] * wbuf[g * kKc + k + l];
+    }
+#endif
+  // Rows of F32/F16/BF16 weights need not be a multiple of the vector width.
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < kG; ++g)
+      for (int64_t k = kv; k < kc; ++k) part[(r * kG + g) * kW] += x[r * ldx + k] * wbuf[g * kKc + k];
+}
+
+using ChunkFn = void (*)(const float*, int64_t, const float*, int64_t, float*);
+template <int... Rs>
+constexpr auto make_chunk_fns(std::integer_sequence<int, Rs...>) {
+  return std::array<ChunkFn, sizeof...(Rs)>{chunk_fma<Rs + 1>...};
+}
+constexpr auto kChunkFns = make_chunk_fns(std::make_integer_sequence<int, kMaxR>{});
+
+}  // namespace
+
+void quant_matmul(const QuantMatmulArgs& a) {
+  if (a.m == 0 || a.n_out == 0) return;
+  const DecodeFn decode = decoder(a.type);
+  const TensorTypeTraits& traits = tensor_type(static_cast<TensorType>(a.type));
+  const int64_t groups = (a.n_out + kG - 1) / kG;
+#pragma omp parallel for schedule(static)
+  for (int64_t grp = 0; grp < groups; ++grp) {
+    alignas(64) float wbuf[kG * kKc];
+    alignas(64) float part[kSmallBatchRows * kG * kW];
+    const int64_t j0 = grp * kG;
+    const int rows_here = static_cast<int>(std::min<int64_t>(kG, a.n_out - j0));
+    if (rows_here < kG) std::fill(wbuf, wbuf + kG * kKc, 0.0f);
+    for (int64_t b0 = 0; b0 < a.m; b0 += kSmallBatchRows) {
+      const int64_t rows = std::min(kSmallBatchRows, a.m - b0);
+      std::fill(part, part + rows * kG * kW, 0.0f);
+      for (int64_t k0 = 0; k0 < a.n_in; k0 += kKc) {
+        const int64_t kc = std::min(kKc, a.n_in - k0);
+        const int64_t byte0 = k0 / traits.block_size * traits.bytes_per_block;
+        // The same chunk of the group kPrefetchGroups ahead, requested now: without it each thread's
+        // memory stream stalls while it decodes and multiplies.
+        if (grp + kPrefetchGroups < groups) {
+          const int64_t chunk_bytes = kc / traits.block_size * traits.bytes_per_block;
+          const int64_t ahead = std::min<int64_t>(kG, a.n_out - (grp + kPrefetchGroups) * kG);
+          for (int64_t g = 0; g < ahead; ++g) {
+            const uint8_t* row = a.w + ((grp + kPrefetchGroups) * kG + g) * a.row_bytes + byte0;
+            for (int64_t off = 0; off < chunk_bytes; off += 64)
+              __builtin_prefetch(row + off, 0, 2);
+          }
+        }
+        for (int g = 0; g < rows_here; ++g) decode(a.w + (j0 + g) * a.row_bytes + byte0, wbuf + g * kKc, kc);
+        for (int64_t r0 = 0; r0 < rows; r0 += kMaxR) {
+          const int r = static_cast<int>(std::min<int64_t>(kMaxR, rows - r0));
+          kChunkFns[r - 1](wbuf, kc, a.x + (b0 + r0) * a.n_in + k0, a.n_in, part + r0 * kG * kW);
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int g = 0; g < rows_here; ++g) {
+          const float* p = part + (r * kG + g) * kW;
+          float s = 0.0f;
+          for (int l = 0; l < kW; ++l) s += p[l];
+          float& out = a.y[(b0 + r) * a.ldy + j0 + g];
+          out = a.accumulate ? out + s : s;
+        }
+    }
+  }
+}
+
+void dequantize_rows(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out) {
+  const DecodeFn decode = decoder(type);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) decode(w + r * row_bytes, out + r * n_in, n_in);
+}
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+KVSERVE_KERNEL_TARGET_END

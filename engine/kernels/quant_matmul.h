@@ -1,0 +1,40 @@
+// y (+)= x · Wᵀ with W held in a file's tensor type (F32, F16, BF16 or any ggml block type the
+// tensor-type table decodes), for the weight matrices that are not oneDNN-packed.
+//
+// Decode-sized batches (up to kSmallBatchRows rows): each thread streams its own run of output
+// rows once per call, decodes a few rows' chunk at a time into L1 and applies every row of x to
+// it there, so the weights cross the memory bus once per step however many rows the batch has.
+// Larger batches decode panels of rows to float for a GEMM (weights/quant_matrix.cc).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernel_level.h"
+
+namespace kvserve {
+
+// One run of rows of a weight matrix in one stored type.
+struct QuantMatmulArgs {
+  uint32_t type = 0;             // ggml type id (gguf/tensor_types.h)
+  const uint8_t* w = nullptr;    // [n_out, row_bytes]: each row n_in values in the type's blocks
+  int64_t row_bytes = 0;
+  int64_t n_out = 0, n_in = 0;   // n_in a multiple of the type's block size
+  const float* x = nullptr;      // [m, n_in]
+  int64_t m = 0;
+  float* y = nullptr;            // [m, ldy]; columns [0, n_out) written
+  int64_t ldy = 0;
+  bool accumulate = false;       // y += x·Wᵀ rather than y = x·Wᵀ
+};
+
+}  // namespace kvserve
+
+#ifdef KVSERVE_KERNEL_NS
+namespace kvserve::KVSERVE_KERNEL_NS {
+
+// The product for m <= kSmallBatchRows (any m works; it is tuned for small ones).
+void quant_matmul(const QuantMatmulArgs& args);
+// Rows [0, rows) of w ([rows, row_bytes] in `type`) decoded to out: [rows, n_in], in parallel.
+void dequantize_rows(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+#endif

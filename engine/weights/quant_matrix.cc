@@ -1,0 +1,61 @@
+#include "weights/quant_matrix.h"
+
+#include <algorithm>
+
+namespace kvserve {
+
+QuantMatrix::QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in)
+    : WeightMatrix(0, n_in), ctx_(&ctx), parts_(std::move(parts)) {
+  for (const Part& p : parts_) n_out_ += p.rows;
+}
+
+TensorType QuantMatrix::held_as() const {
+  const Part* most = &parts_.at(0);
+  for (const Part& p : parts_)
+    if (p.rows * p.row_bytes > most->rows * most->row_bytes) most = &p;
+  return most->type;
+}
+
+int64_t QuantMatrix::bytes() const {
+  int64_t b = 0;
+  for (const Part& p : parts_) b += p.rows * p.row_bytes;
+  return b;
+}
+
+int64_t QuantMatrix::panel_rows() const {
+  // About 4 MiB of floats, in multiples of 16 rows: enough columns for the GEMM to run at speed.
+  const int64_t rows = (int64_t{1} << 20) / n_in_ / 16 * 16;
+  return std::clamp<int64_t>(rows, 16, 1024);
+}
+
+void QuantMatrix::prepare(int64_t max_rows, bool /*accumulate*/) {
+  if (max_rows > kSmallBatchRows) {
+    const size_t need = static_cast<size_t>(panel_rows() * n_in_);
+    if (ctx_->panel.size() < need) ctx_->panel.resize(need);
+  }
+}
+
+void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) {
+  if (m == 0) return;
+  int64_t col = 0;
+  for (const Part& p : parts_) {
+    if (m <= kSmallBatchRows) {
+      ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
+                                                  .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,
+                                                  .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate});
+    } else {
+      prepare(m, accumulate);
+      const int64_t panel = panel_rows();
+      for (int64_t r0 = 0; r0 < p.rows; r0 += panel) {
+        const int64_t nb = std::min(panel, p.rows - r0);
+        ctx_->kernels->dequantize_rows(static_cast<uint32_t>(p.type), p.data + r0 * p.row_bytes, p.row_bytes, nb,
+                                       n_in_, ctx_->panel.data());
+        dnnl::sgemm('N', 'T', m, nb, n_in_, 1.0f, x, n_in_, ctx_->panel.data(), n_in_, accumulate ? 1.0f : 0.0f,
+                    y + col + r0, n_out_);
+      }
+    }
+    col += p.rows;
+  }
+}
+
+}  // namespace kvserve

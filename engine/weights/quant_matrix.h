@@ -1,0 +1,35 @@
+// A weight matrix held in its file's tensor types (F16, BF16, F32 or ggml's block types, one per
+// stacked part), not widened: decode-sized batches go through the quantized small-batch kernel
+// (kernels/quant_matmul.h), which streams the stored bytes once per step; prompt-sized batches
+// decode panels of rows to float and multiply them with oneDNN's GEMM.
+#pragma once
+
+#include <vector>
+
+#include "weights/compute_context.h"
+#include "weights/weight_matrix.h"
+
+namespace kvserve {
+
+class QuantMatrix final : public WeightMatrix {
+ public:
+  // Rows stacked in order, each part in its own type; the bytes live in ctx.arena (or anywhere
+  // that outlives the matrix).
+  using Part = HeldRows;
+  QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in);
+
+  void forward(const float* x, int64_t m, float* y, bool accumulate = false) override;
+  void prepare(int64_t max_rows, bool accumulate) override;
+  TensorType held_as() const override;  // the type of most of the bytes
+  int64_t bytes() const override;
+  const std::vector<Part>& parts() const { return parts_; }
+
+  // Rows decoded per GEMM panel: bounded scratch (a few MiB) whatever the matrix.
+  int64_t panel_rows() const;
+
+ private:
+  ComputeContext* ctx_;
+  std::vector<Part> parts_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,120 @@
+// The held-as-stored weight matrix (QuantMatrix: the quantized small-batch kernel and the
+// decode-panel GEMM) against the definition: the rows decoded by the tensor-type table's scalar
+// decoder, multiplied in double. Every stored type, stacked parts of mixed types, every batch
+// height class, with and without accumulation, on every kernel level this CPU runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gguf/tensor_types.h"
+#include "kernels/convert.h"
+#include "weights/quant_matrix.h"
+
+namespace kvserve {
+namespace {
+
+// Byte offsets of the F16 factors inside one block of each type (gguf/quant_blocks.h).
+std::vector<int> factor_offsets(TensorType t) {
+  switch (t) {
+    case TensorType::kQ4_0: case TensorType::kQ5_0: case TensorType::kQ8_0: return {0};
+    case TensorType::kQ4_1: case TensorType::kQ5_1: case TensorType::kQ4_K: case TensorType::kQ5_K: return {0, 2};
+    case TensorType::kQ2_K: return {80, 82};
+    case TensorType::kQ3_K: return {108};
+    case TensorType::kQ6_K: return {208};
+    default: return {};
+  }
+}
+
+// rows x n values of type t: random payload bits with finite factors (plain types: values in [-1, 1)).
+std::vector<uint8_t> random_rows(TensorType t, int64_t rows, int64_t n, std::mt19937& rng) {
+  const TensorTypeTraits& tr = tensor_type(t);
+  std::vector<uint8_t> out(static_cast<size_t>(rows * tensor_bytes(t, n)));
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f), S(0.002f, 0.02f);
+  if (tr.block_size == 1) {
+    std::vector<float> v(static_cast<size_t>(rows * n));
+    for (float& x : v) x = U(rng);
+    tr.from_float(v.data(), out.data(), rows * n);
+    return out;
+  }
+  for (uint8_t& b : out) b = static_cast<uint8_t>(rng());
+  for (size_t blk = 0; blk < out.size() / static_cast<size_t>(tr.bytes_per_block); ++blk)
+    for (int off : factor_offsets(t)) {
+      const uint16_t h = fp32_to_fp16(S(rng));
+      std::memcpy(out.data() + blk * tr.bytes_per_block + off, &h, 2);
+    }
+  return out;
+}
+
+struct Case {
+  std::vector<TensorType> parts;  // stacked in order, 48 rows each
+  int64_t n_in;
+};
+
+class HeldMatrix : public ::testing::TestWithParam<std::tuple<Case, KernelLevel>> {};
+
+TEST_P(HeldMatrix, MatchesTheDecodedDefinitionAtEveryBatchHeight) {
+  const Case& c = std::get<0>(GetParam());
+  ComputeContext ctx(kernel_table(std::get<1>(GetParam())));
+  std::mt19937 rng(5);
+  const int64_t rows_per_part = 48, n_in = c.n_in;
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<HeldRows> parts;
+  std::vector<float> w;  // the definition: every row decoded, [n_out, n_in]
+  for (TensorType t : c.parts) {
+    storage.push_back(random_rows(t, rows_per_part, n_in, rng));
+    const int64_t row_bytes = tensor_bytes(t, n_in);
+    parts.push_back({t, storage.back().data(), rows_per_part, row_bytes});
+    w.resize(w.size() + rows_per_part * n_in);
+    tensor_type(t).to_float(storage.back().data(), w.data() + w.size() - rows_per_part * n_in, rows_per_part * n_in);
+  }
+  QuantMatrix m(ctx, parts, n_in);
+  const int64_t n_out = m.n_out();
+  ASSERT_EQ(n_out, rows_per_part * static_cast<int64_t>(c.parts.size()));
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  for (int64_t rows : std::vector<int64_t>{1, 2, 5, 7, 13, kSmallBatchRows, kSmallBatchRows + 1, 150}) {
+    const int64_t rp = WeightMatrix::padded_rows(rows);
+    std::vector<float> x(rp * n_in), base(rp * n_out);
+    for (float& v : x) v = U(rng);
+    for (float& v : base) v = U(rng);
+    for (bool accumulate : {false, true}) {
+      std::vector<float> y = base;
+      m.forward(x.data(), rows, y.data(), accumulate);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < n_out; ++o) {
+          double ref = accumulate ? base[r * n_out + o] : 0.0, mag = 0.0;
+          for (int64_t i = 0; i < n_in; ++i) {
+            ref += double(x[r * n_in + i]) * w[o * n_in + i];
+            mag += std::fabs(double(x[r * n_in + i]) * w[o * n_in + i]);
+          }
+          ASSERT_NEAR(y[r * n_out + o], ref, 4e-6 * mag + 1e-6)
+              << "rows=" << rows << " row " << r << " out " << o << " accumulate " << accumulate;
+        }
+    }
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Case, KernelLevel>>& info) {
+  std::string s;
+  for (TensorType t : std::get<0>(info.param).parts) s += std::string(tensor_type_name(t)) + "_";
+  return s + std::to_string(std::get<0>(info.param).n_in) + "_" + level_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, HeldMatrix,
+    ::testing::Combine(::testing::Values(Case{{TensorType::kF16}, 200}, Case{{TensorType::kBF16}, 72},
+                                         Case{{TensorType::kQ4_0}, 576}, Case{{TensorType::kQ4_1}, 96},
+                                         Case{{TensorType::kQ5_0}, 160}, Case{{TensorType::kQ5_1}, 64},
+                                         Case{{TensorType::kQ8_0}, 1056}, Case{{TensorType::kQ2_K}, 512},
+                                         Case{{TensorType::kQ3_K}, 256}, Case{{TensorType::kQ4_K}, 768},
+                                         Case{{TensorType::kQ5_K}, 256}, Case{{TensorType::kQ6_K}, 512},
+                                         // Q4_K_M's fused Q/K/V: Q4_K rows over Q6_K rows, and an F32 part.
+                                         Case{{TensorType::kQ4_K, TensorType::kQ4_K, TensorType::kQ6_K}, 256},
+                                         Case{{TensorType::kQ8_0, TensorType::kF32, TensorType::kF16}, 96}),
+                       ::testing::ValuesIn(supported_levels())),
+    case_name);
+
+}  // namespace
+}  // namespace kvserve

@@ -14,6 +14,7 @@
 
 #include "kv_cache/block_allocator.h"
 #include "kv_cache/block_table.h"
+#include "gguf/quant_presets.h"
 #include "kernels/kernel_table.h"
 #include "model/model.h"
 #include "test_support.h"
@@ -72,13 +73,12 @@ struct Compare {
   double mean_abs = 0, mean_ours = 0, mean_ref = 0;
 };
 
-Compare compare(const std::string& model_key, const std::string& reference_key, KernelLevel level) {
-  const json& refs = references();
-  const json& mine = refs["models"][model_key]["visible1"];
-  const json& ref = refs["models"][reference_key]["visible1"];
-  const std::vector<int32_t> tokens = mine["token_ids"].get<std::vector<int32_t>>();
+// Our log-probabilities of the reference text on model_path against llama.cpp's on reference_key.
+Compare compare_path(const std::string& model_path, const std::string& reference_key, KernelLevel level) {
+  const json& ref = references()["models"][reference_key]["visible1"];
+  const std::vector<int32_t> tokens = ref["token_ids"].get<std::vector<int32_t>>();
   const std::vector<double> want = ref["logprobs"].get<std::vector<double>>();
-  GgufFile f(testing::shared_model(model_key));
+  GgufFile f(model_path);
   ModelLoadOptions opt;
   opt.kernels = &kernel_table(level);
   auto model = load_model(f, opt);
@@ -94,6 +94,10 @@ Compare compare(const std::string& model_key, const std::string& reference_key, 
   c.mean_ours /= static_cast<double>(got.size());
   c.mean_ref /= static_cast<double>(got.size());
   return c;
+}
+
+Compare compare(const std::string& model_key, const std::string& reference_key, KernelLevel level) {
+  return compare_path(testing::shared_model(model_key), reference_key, level);
 }
 
 class QuantFiles : public ::testing::TestWithParam<std::tuple<const char*, KernelLevel>> {};
@@ -124,6 +128,41 @@ TEST(F32Files, AgreeWithLlamaCpp) {
   const Compare c = compare("quant/synth-kquant-f32.gguf", "quant/synth-kquant-f32.gguf", best_supported_level());
   EXPECT_LE(c.mean_abs, 0.002);
 }
+
+// kvserve-quantize against llama-quantize on the same F32 model: the same type for every tensor,
+// and log-probabilities no further from the original's than 1.1x llama.cpp's own distance
+// (README section 5 of ../shared/models).
+struct PresetCase {
+  const char* preset;
+  double llama_cpp_distance;  // mean |Δ log p| of llama-quantize's file against the F32 original
+};
+class Quantizer : public ::testing::TestWithParam<PresetCase> {};
+
+TEST_P(Quantizer, ChoosesLlamaQuantizeTypesAndIsAsAccurate) {
+  const PresetCase& c = GetParam();
+  const std::string original = testing::shared_model("quant/synth-kquant-f32.gguf");
+  const std::string theirs = testing::shared_model(std::string("quant/synth-kquant-") + c.preset + ".gguf");
+  KVSERVE_REQUIRE_SHARED_FILE(theirs);
+  const std::string ours = std::string(KVSERVE_BINARY_DIR) + "/test-quantizer-" + c.preset + ".gguf";
+  {
+    GgufFile f(original);
+    quantize_file(f, ours, *find_quant_preset(c.preset));
+  }
+  GgufFile mine(ours), ref(theirs);
+  for (const GgufTensorInfo& t : ref.tensors())
+    EXPECT_EQ(tensor_type_name(mine.tensor(t.name).type), std::string(tensor_type_name(t.type))) << t.name;
+  const Compare q = compare_path(ours, "quant/synth-kquant-f32.gguf", best_supported_level());
+  std::printf("%s: ours %.4f nats/token from the original, llama-quantize %.4f (ratio %.2f)\n", c.preset, q.mean_abs,
+              c.llama_cpp_distance, q.mean_abs / c.llama_cpp_distance);
+  EXPECT_LE(q.mean_abs, 1.1 * c.llama_cpp_distance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, Quantizer,
+                         ::testing::Values(PresetCase{"Q8_0", 0.033}, PresetCase{"Q6_K", 0.085},
+                                           PresetCase{"Q5_K_M", 0.159}, PresetCase{"Q4_K_M", 0.239},
+                                           PresetCase{"Q4_0", 0.307}, PresetCase{"Q3_K_M", 0.606},
+                                           PresetCase{"Q2_K", 1.064}),
+                         [](const auto& info) { return std::string(info.param.preset); });
 
 }  // namespace
 }  // namespace kvserve

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "kernels/convert.h"
+#include "gguf/quantize.h"
 #include "kernels/quant_decode.h"
 
 namespace kvserve {
@@ -31,17 +32,17 @@ constexpr auto bf16_from_float = u16_from_float<fp32_to_bf16>;
 constexpr TensorTypeTraits kTypes[] = {
     {TensorType::kF32, "F32", 1, 4, f32_to_float, f32_from_float},
     {TensorType::kF16, "F16", 1, 2, f16_to_float, f16_from_float},
-    {TensorType::kQ4_0, "Q4_0", 32, 18, quant::decode_q4_0, nullptr},
-    {TensorType::kQ4_1, "Q4_1", 32, 20, quant::decode_q4_1, nullptr},
-    {TensorType::kQ5_0, "Q5_0", 32, 22, quant::decode_q5_0, nullptr},
-    {TensorType::kQ5_1, "Q5_1", 32, 24, quant::decode_q5_1, nullptr},
-    {TensorType::kQ8_0, "Q8_0", 32, 34, quant::decode_q8_0, nullptr},
+    {TensorType::kQ4_0, "Q4_0", 32, 18, quant::decode_q4_0, quant::encode_q4_0},
+    {TensorType::kQ4_1, "Q4_1", 32, 20, quant::decode_q4_1, quant::encode_q4_1},
+    {TensorType::kQ5_0, "Q5_0", 32, 22, quant::decode_q5_0, quant::encode_q5_0},
+    {TensorType::kQ5_1, "Q5_1", 32, 24, quant::decode_q5_1, quant::encode_q5_1},
+    {TensorType::kQ8_0, "Q8_0", 32, 34, quant::decode_q8_0, quant::encode_q8_0},
     {TensorType::kQ8_1, "Q8_1", 32, 36, nullptr, nullptr},
-    {TensorType::kQ2_K, "Q2_K", 256, 84, quant::decode_q2_k, nullptr},
-    {TensorType::kQ3_K, "Q3_K", 256, 110, quant::decode_q3_k, nullptr},
-    {TensorType::kQ4_K, "Q4_K", 256, 144, quant::decode_q4_k, nullptr},
-    {TensorType::kQ5_K, "Q5_K", 256, 176, quant::decode_q5_k, nullptr},
-    {TensorType::kQ6_K, "Q6_K", 256, 210, quant::decode_q6_k, nullptr},
+    {TensorType::kQ2_K, "Q2_K", 256, 84, quant::decode_q2_k, quant::encode_q2_k},
+    {TensorType::kQ3_K, "Q3_K", 256, 110, quant::decode_q3_k, quant::encode_q3_k},
+    {TensorType::kQ4_K, "Q4_K", 256, 144, quant::decode_q4_k, quant::encode_q4_k},
+    {TensorType::kQ5_K, "Q5_K", 256, 176, quant::decode_q5_k, quant::encode_q5_k},
+    {TensorType::kQ6_K, "Q6_K", 256, 210, quant::decode_q6_k, quant::encode_q6_k},
     {TensorType::kQ8_K, "Q8_K", 256, 292, nullptr, nullptr},
     {TensorType::kIQ2_XXS, "IQ2_XXS", 256, 66, nullptr, nullptr},
     {TensorType::kIQ2_XS, "IQ2_XS", 256, 74, nullptr, nullptr},

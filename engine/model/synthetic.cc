@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 
 #include "gguf/gguf_writer.h"
+#include "gguf/quant_presets.h"
 #include "kernels/convert.h"
 
 namespace kvserve {
@@ -131,6 +133,26 @@ void write_synthetic_llama(const SyntheticSpec& s, const std::string& path) {
   add("output_norm.weight", {d}, true);
   if (!s.tied_output) add("output.weight", {d, v}, false);
   w.write(path);
+}
+
+void write_synthetic_llama(const SyntheticSpec& spec, const std::string& path, const std::string& preset_name) {
+  const QuantPreset* preset = find_quant_preset(preset_name);
+  if (!preset) throw std::invalid_argument("unknown weight type '" + preset_name + "' (one of " + quant_preset_names() + ")");
+  SyntheticSpec s = spec;
+  const TensorType base = preset->base;
+  if (base == TensorType::kF32 || base == TensorType::kF16 || base == TensorType::kBF16) {
+    s.dtype = base;
+    write_synthetic_llama(s, path);
+    return;
+  }
+  s.dtype = TensorType::kF32;
+  const std::string tmp = path + ".f32.tmp";
+  write_synthetic_llama(s, tmp);
+  {
+    GgufFile f32(tmp);
+    quantize_file(f32, path, *preset);
+  }
+  std::filesystem::remove(tmp);
 }
 
 }  // namespace kvserve

@@ -26,5 +26,9 @@ struct SyntheticSpec {
 // Throws std::invalid_argument naming the field when the shape is impossible.
 void validate(const SyntheticSpec& spec);
 void write_synthetic_llama(const SyntheticSpec& spec, const std::string& path);
+// The same model in a llama-quantize preset ("Q4_K_M", "F16", ...: gguf/quant_presets.h),
+// quantized from F32 as kvserve-quantize does; spec.dtype is ignored. Throws
+// std::invalid_argument for an unknown preset.
+void write_synthetic_llama(const SyntheticSpec& spec, const std::string& path, const std::string& preset);
 
 }  // namespace kvserve

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   app.add_option("--kv-heads", spec.kv_heads)->capture_default_str();
   app.add_option("--ffn", spec.ffn)->capture_default_str();
   app.add_option("--vocab", spec.vocab)->capture_default_str();
-  app.add_option("--dtype", dtype, "synthetic weights: f32, f16, bf16")->capture_default_str();
+  app.add_option("--dtype", dtype, "synthetic weights: a kvserve-quantize preset (f32, f16, q8_0, q4_k_m, ...)")->capture_default_str();
   app.add_option("--models-dir", models_dir, "where synthetic models are written and reused")->capture_default_str();
   app.add_option("--prompt-len", prompt_len, "prompt of the prompt-speed run")->capture_default_str();
   app.add_option("--gen", gen, "tokens of the single-sequence decode run")->capture_default_str();
@@ -150,13 +150,11 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
 
   if (model.empty()) {
-    spec.dtype = dtype == "f16" ? kvserve::TensorType::kF16
-                 : dtype == "bf16" ? kvserve::TensorType::kBF16 : kvserve::TensorType::kF32;
     std::filesystem::create_directories(models_dir);
     model = models_dir + "/bench-d" + std::to_string(spec.dim) + "-l" + std::to_string(spec.layers) + "-h" +
             std::to_string(spec.heads) + "-kv" + std::to_string(spec.kv_heads) + "-f" + std::to_string(spec.ffn) +
             "-v" + std::to_string(spec.vocab) + "-" + dtype + ".gguf";
-    if (!std::filesystem::exists(model)) kvserve::write_synthetic_llama(spec, model);
+    if (!std::filesystem::exists(model)) kvserve::write_synthetic_llama(spec, model, dtype);
   }
 
   const int max_batch = *std::max_element(batches.begin(), batches.end());

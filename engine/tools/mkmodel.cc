@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "gguf/quant_presets.h"
 #include "model/synthetic.h"
 
 int main(int argc, char** argv) {
@@ -17,14 +18,13 @@ int main(int argc, char** argv) {
   app.add_option("--ffn", spec.ffn, "feed-forward width")->capture_default_str();
   app.add_option("--vocab", spec.vocab, "vocabulary size (>= 259)")->capture_default_str();
   app.add_option("--context", spec.context, "context length")->capture_default_str();
-  app.add_option("--dtype", dtype, "weight type: f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app.add_option("--dtype", dtype, "weight type: a preset of kvserve-quantize (" + kvserve::quant_preset_names() + ")")
+      ->capture_default_str();
   app.add_option("--seed", spec.seed, "weight seed")->capture_default_str();
   app.add_flag("--tied", spec.tied_output, "no output.weight: the embedding is the classifier");
   CLI11_PARSE(app, argc, argv);
-  spec.dtype = dtype == "f16" ? kvserve::TensorType::kF16
-               : dtype == "bf16" ? kvserve::TensorType::kBF16 : kvserve::TensorType::kF32;
   try {
-    kvserve::write_synthetic_llama(spec, out);
+    kvserve::write_synthetic_llama(spec, out, dtype);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvserve-mkmodel: %s\n", e.what());
     return 1;

@@ -141,9 +141,11 @@ int main(int argc, char** argv) {
     grpc::Status st = stub->GetModelInfo(&ctx, {}, &r);
     if (!st.ok()) return fail(st);
     const auto& kv = r.kv_bytes_per_token();
-    std::printf("model: %s (%s), %.1fM params, %s weights held as %s, %s kernels\n", r.name().c_str(),
-                r.architecture().c_str(), r.num_params() / 1e6, r.weight_type().c_str(), r.weights_held_as().c_str(),
-                r.kernels().c_str());
+    std::printf("model: %s (%s), %.1fM params, %s kernels\n", r.name().c_str(), r.architecture().c_str(),
+                r.num_params() / 1e6, r.kernels().c_str());
+    std::printf("weights: file %s; held as %s: %.1f MiB in memory, %.1f MiB streamed per decode step\n",
+                r.weight_type().c_str(), r.weights_held_as().c_str(), r.weight_bytes() / 1048576.0,
+                r.weight_bytes_per_step() / 1048576.0);
     std::printf("layers %d, hidden %d, heads %d, KV heads %d, head dim %d, ffn %d, vocab %d\n", r.n_layers(),
                 r.hidden_size(), r.n_heads(), r.n_kv_heads(), r.head_dim(), r.ffn_size(), r.vocab_size());
     std::printf("context: model %d, max_model_len %d\n", r.max_context(), r.max_model_len());

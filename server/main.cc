@@ -32,9 +32,11 @@ class WithoutReflection : public grpc::ServerBuilderOption {
 void log_startup(const kvserve::Engine& engine) {
   const kvserve::ModelInfo& m = engine.model_info();
   spdlog::info("model '{}' ({}): {} layers, hidden {}, {} query heads over {} KV heads, head dim {}, ffn {}, "
-               "vocab {}, {:.1f}M params, {} weights held as {}, trained context {}",
+               "vocab {}, {:.1f}M params, trained context {}",
                m.name, m.architecture, m.n_layer, m.n_embd, m.n_head, m.n_head_kv, m.head_dim, m.n_ff, m.n_vocab,
-               m.n_params / 1e6, m.weight_type, m.weights_held_as, m.n_ctx_train);
+               m.n_params / 1e6, m.n_ctx_train);
+  spdlog::info("weights: file {}; held as {}: {:.1f} MiB in memory, {:.1f} MiB streamed per decode step",
+               m.weight_type, m.weights_held_as, m.weight_bytes / 1048576.0, m.weight_bytes_per_step / 1048576.0);
   spdlog::info("CPU kernels: {} (model.kernels \"{}\")", m.kernels, engine.options().model.kernels);
   spdlog::info("KV cache bytes per token: 2 (K,V) x {} layers x {} KV heads x {} head dim x {} bytes = {} bytes",
                m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_bytes, m.kv_bytes_per_token);

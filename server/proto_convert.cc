@@ -118,6 +118,8 @@ void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoRespon
   out->set_max_concurrency(i.max_concurrency);
   out->set_weight_type(i.weight_type);
   out->set_weights_held_as(i.weights_held_as);
+  out->set_weight_bytes_per_step(i.weight_bytes_per_step);
+  out->set_weight_bytes(i.weight_bytes);
   out->set_kernels(i.kernels);
   out->set_num_params(i.n_params);
   out->set_max_num_seqs(o.scheduler.max_num_seqs);

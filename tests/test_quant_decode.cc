@@ -7,6 +7,7 @@
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/tensor_types.h"
+#include "kernels/kernel_table.h"
 #include "weights/weight_matrix.h"
 #include "test_support.h"
 
@@ -44,6 +45,31 @@ INSTANTIATE_TEST_SUITE_P(Files, QuantTwins,
                                            "synth-kquant-Q2_K", "synth-kquant-Q3_K_M", "synth-kquant-Q4_K_M",
                                            "synth-kquant-Q5_K_M", "synth-kquant-Q6_K", "synth-kquant-Q8_0",
                                            "synth-kquant-Q4_0"));
+
+// Each kernel level's decoders (the matmul kernels' own, vectorized where it pays) give the same
+// floats as the twins.
+class LevelDecoders : public ::testing::TestWithParam<KernelLevel> {};
+
+TEST_P(LevelDecoders, DecodeEveryQuantizedTensorBitExactly) {
+  for (const char* name : {"stories260K-mixed", "synth-kquant-Q2_K", "synth-kquant-Q3_K_M", "synth-kquant-Q4_K_M",
+                           "synth-kquant-Q5_K_M", "synth-kquant-Q6_K", "synth-kquant-Q8_0", "synth-kquant-Q4_0"}) {
+    const std::string base = testing::shared_model(std::string("quant/") + name);
+    KVSERVE_REQUIRE_SHARED_FILE(base + ".gguf");
+    GgufFile q(base + ".gguf"), twin(base + ".dequant-f32.gguf");
+    for (const GgufTensorInfo& t : q.tensors()) {
+      if (t.dims.size() != 2) continue;
+      const int64_t rows = static_cast<int64_t>(t.dims[1]), n_in = static_cast<int64_t>(t.dims[0]);
+      std::vector<float> got(t.n_elements());
+      kernel_table(GetParam()).dequantize_rows(static_cast<uint32_t>(t.type), static_cast<const uint8_t*>(q.tensor_data(t)),
+                                               tensor_bytes(t.type, n_in), rows, n_in, got.data());
+      EXPECT_EQ(std::memcmp(got.data(), twin.tensor_data(twin.tensor(t.name)), got.size() * 4), 0)
+          << name << " " << t.name << " " << tensor_type_name(t.type);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLevelThisCpuRuns, LevelDecoders, ::testing::ValuesIn(supported_levels()),
+                         [](const auto& info) { return std::string(level_name(info.param)); });
 
 // The shared files between them hold every type this build decodes.
 TEST(QuantTwins, TheFilesCoverEveryDecodedType) {

@@ -1,7 +1,9 @@
 #include "gguf/tensor_types.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <vector>
 
 #include "kernels/convert.h"
 #include "gguf/quantize.h"
@@ -87,6 +89,23 @@ std::string loadable_tensor_types() {
   std::string out;
   for (const auto& t : kTypes)
     if (t.to_float) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
+
+std::string tensor_type_mix(const std::map<TensorType, int64_t>& bytes) {
+  std::vector<std::pair<int64_t, TensorType>> by_size;
+  int64_t total = 0;
+  for (const auto& [type, n] : bytes) {
+    by_size.emplace_back(n, type);
+    total += n;
+  }
+  std::sort(by_size.begin(), by_size.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [n, type] : by_size) {
+    const double pct = total ? 100.0 * static_cast<double>(n) / static_cast<double>(total) : 0.0;
+    out += (out.empty() ? "" : ", ") + std::string(tensor_type_name(type)) + " " +
+           (pct < 0.5 ? std::string("<1") : std::to_string(static_cast<int>(pct + 0.5))) + "%";
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace kvserve {
@@ -42,5 +43,8 @@ const char* tensor_type_name(TensorType type);
 std::string loadable_tensor_types();
 // Bytes of n values (n a multiple of the block size).
 int64_t tensor_bytes(TensorType type, int64_t n);
+// Bytes per type as shares, largest first: "Q4_K 61%, Q6_K 36%, F32 3%" (shares under 0.5% as
+// "<1%").
+std::string tensor_type_mix(const std::map<TensorType, int64_t>& bytes);
 
 }  // namespace kvserve

@@ -43,7 +43,119 @@ void decode_bf16(const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(h[i]) << 16;
 }
 
+#if KVSERVE_HAS_AVX512
+// The most used block types decoded 16 values at a time, with the reference decoder's operations
+// in its order (so the floats are the same): an int per value, to float, times the scale.
+inline __m512 int_times(__m512i q, float d) { return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(d)); }
+inline __m512i bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+void fast_q8_0(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const quant::BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / quant::kQK; ++i, dst += quant::kQK) {
+    const float d = quant::half_to_float(b[i].d);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].qs + 16 * h)));
+      _mm512_storeu_ps(dst + 16 * h, int_times(q, d));
+    }
+  }
+}
+
+void fast_q4_0(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const quant::BlockQ4_0*>(src);
+  const __m512i low = _mm512_set1_epi32(0xF), eight = _mm512_set1_epi32(8);
+  for (int64_t i = 0; i < n / quant::kQK; ++i, dst += quant::kQK) {
+    const float d = quant::half_to_float(b[i].d);
+    const __m512i q = bytes16(b[i].qs);
+    _mm512_storeu_ps(dst, int_times(_mm512_sub_epi32(_mm512_and_si512(q, low), eight), d));
+    _mm512_storeu_ps(dst + 16, int_times(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight), d));
+  }
+}
+
+// Q4_K and Q5_K: d·q - m per sub-block of 32.
+inline void scaled_minus(__m512i q, float d, float m, float* dst) {
+  _mm512_storeu_ps(dst, _mm512_sub_ps(int_times(q, d), _mm512_set1_ps(m)));
+}
+
+template <bool kFifthBit>
+void fast_k4(const uint8_t* scales, float d, float dmin, const uint8_t* qs, const uint8_t* qh, float* dst) {
+  const __m512i low = _mm512_set1_epi32(0xF), sixteen = _mm512_set1_epi32(16);
+  for (int j = 0; j < 4; ++j, qs += 32, dst += 64) {
+    uint8_t sc, m;
+    quant::k_scale_min(2 * j, scales, &sc, &m);
+    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+    quant::k_scale_min(2 * j + 1, scales, &sc, &m);
+    const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = bytes16(qs + 16 * h);
+      __m512i lo = _mm512_and_si512(q, low), hi = _mm512_srli_epi32(q, 4);
+      if constexpr (kFifthBit) {
+        const __m512i bits = bytes16(qh + 16 * h);
+        const __mmask16 b1 = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(1 << (2 * j)));
+        const __mmask16 b2 = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(2 << (2 * j)));
+        lo = _mm512_mask_add_epi32(lo, b1, lo, sixteen);
+        hi = _mm512_mask_add_epi32(hi, b2, hi, sixteen);
+      }
+      scaled_minus(lo, d1, m1, dst + 16 * h);
+      scaled_minus(hi, d2, m2, dst + 32 + 16 * h);
+    }
+  }
+}
+
+void fast_q4_k(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const quant::BlockQ4_K*>(src);
+  for (int64_t i = 0; i < n / quant::kQK_K; ++i, dst += quant::kQK_K)
+    fast_k4<false>(b[i].scales, quant::half_to_float(b[i].d), quant::half_to_float(b[i].dmin), b[i].qs, nullptr, dst);
+}
+
+void fast_q5_k(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const quant::BlockQ5_K*>(src);
+  for (int64_t i = 0; i < n / quant::kQK_K; ++i, dst += quant::kQK_K)
+    fast_k4<true>(b[i].scales, quant::half_to_float(b[i].d), quant::half_to_float(b[i].dmin), b[i].qs, b[i].qh, dst);
+}
+
+void fast_q6_k(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const quant::BlockQ6_K*>(src);
+  const __m512i low = _mm512_set1_epi32(0xF), three = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
+  for (int64_t i = 0; i < n / quant::kQK_K; ++i) {
+    const float d = quant::half_to_float(b[i].d);
+    const uint8_t* ql = b[i].ql;
+    const uint8_t* qh = b[i].qh;
+    const int8_t* sc = b[i].scales;
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, dst += 128)
+      for (int g = 0; g < 2; ++g) {  // values l = 16g .. 16g+15 of each quarter
+        const __m512i a = bytes16(ql + 16 * g), c = bytes16(ql + 32 + 16 * g), h = bytes16(qh + 16 * g);
+        const __m512i q1 = _mm512_sub_epi32(
+            _mm512_or_si512(_mm512_and_si512(a, low), _mm512_slli_epi32(_mm512_and_si512(h, three), 4)), bias);
+        const __m512i q2 = _mm512_sub_epi32(
+            _mm512_or_si512(_mm512_and_si512(c, low),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2), three), 4)),
+            bias);
+        const __m512i q3 = _mm512_sub_epi32(
+            _mm512_or_si512(_mm512_srli_epi32(a, 4),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 4), three), 4)),
+            bias);
+        const __m512i q4 = _mm512_sub_epi32(
+            _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(_mm512_srli_epi32(h, 6), 4)), bias);
+        _mm512_storeu_ps(dst + 16 * g, int_times(q1, d * static_cast<float>(sc[g])));
+        _mm512_storeu_ps(dst + 32 + 16 * g, int_times(q2, d * static_cast<float>(sc[g + 2])));
+        _mm512_storeu_ps(dst + 64 + 16 * g, int_times(q3, d * static_cast<float>(sc[g + 4])));
+        _mm512_storeu_ps(dst + 96 + 16 * g, int_times(q4, d * static_cast<float>(sc[g + 6])));
+      }
+  }
+}
+#endif
+
 DecodeFn decoder(uint32_t type) {
+#if KVSERVE_HAS_AVX512
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kQ8_0: return fast_q8_0;
+    case TensorType::kQ4_0: return fast_q4_0;
+    case TensorType::kQ4_K: return fast_q4_k;
+    case TensorType::kQ5_K: return fast_q5_k;
+    case TensorType::kQ6_K: return fast_q6_k;
+    default: break;
+  }
+#endif
   switch (static_cast<TensorType>(type)) {
     case TensorType::kF32: return decode_f32;
     case TensorType::kF16: return decode_f16;
@@ -125,6 +237,22 @@ void chunk_fma(const float* wbuf, int64_t kc, const float* x, int64_t ldx, float
       for (int64_t k = kv; k < kc; ++k) part[(r * kG + g) * kW] += x[r * ldx + k] * wbuf[g * kKc + k];
 }
 
+// The sum of a vector's lanes: p: [kW].
+inline float lane_sum(const float* p) {
+#if KVSERVE_HAS_AVX512
+  return _mm512_reduce_add_ps(_mm512_loadu_ps(p));
+#elif KVSERVE_KERNEL_LEVEL_ID == 1
+  const __m256 v = _mm256_loadu_ps(p);
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+#else
+  float s = 0.0f;
+  for (int l = 0; l < kW; ++l) s += p[l];
+  return s;
+#endif
+}
+
 using ChunkFn = void (*)(const float*, int64_t, const float*, int64_t, float*);
 template <int... Rs>
 constexpr auto make_chunk_fns(std::integer_sequence<int, Rs...>) {
@@ -171,9 +299,7 @@ void quant_matmul(const QuantMatmulArgs& a) {
       }
       for (int64_t r = 0; r < rows; ++r)
         for (int g = 0; g < rows_here; ++g) {
-          const float* p = part + (r * kG + g) * kW;
-          float s = 0.0f;
-          for (int l = 0; l < kW; ++l) s += p[l];
+          const float s = lane_sum(part + (r * kG + g) * kW);
           float& out = a.y[(b0 + r) * a.ldy + j0 + g];
           out = a.accumulate ? out + s : s;
         }

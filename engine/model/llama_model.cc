@@ -119,6 +119,27 @@ LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16, const KernelTable& ker
     L.gate_up = matrix({{p + "ffn_gate.weight", {d, ff}}, {p + "ffn_up.weight", {d, ff}}});
     L.down = matrix({{p + "ffn_down.weight", {ff, d}}});
   }
+  std::map<TensorType, int64_t> file, held;
+  for (const GgufTensorInfo& t : f.tensors()) file[t.type] += static_cast<int64_t>(t.n_bytes());
+  const auto count = [&](const WeightMatrix& m) {
+    m.count_bytes(held);
+    hp_.bytes_per_step += m.bytes();
+  };
+  for (const Layer& L : layers_)
+    for (const auto* m : {L.qkv.get(), L.wo.get(), L.gate_up.get(), L.down.get()}) count(*m);
+  count(*output_);
+  if (!hp_.tied_output) {  // the embedding's memory besides the matrices (one row a token is read)
+    if (embedding_held_.data)
+      held[embedding_held_.type] += embedding_held_.rows * embedding_held_.row_bytes;
+    else
+      held[TensorType::kF32] += static_cast<int64_t>(embedding_.size() * sizeof(float));
+  }
+  int64_t norms = static_cast<int64_t>(out_norm_.size());
+  for (const Layer& L : layers_) norms += static_cast<int64_t>(L.attn_norm.size() + L.ffn_norm.size());
+  held[TensorType::kF32] += norms * static_cast<int64_t>(sizeof(float));
+  for (const auto& [type, n] : held) hp_.weight_bytes += n;
+  hp_.file_types = tensor_type_mix(file);
+  hp_.held_types = tensor_type_mix(held);
 }
 
 LlamaModel::~LlamaModel() = default;

@@ -30,6 +30,10 @@ struct ModelHparams {
   int32_t n_ctx_train = 0;    // <arch>.context_length
   TensorType weight_type = TensorType::kF32;  // as stored in the file (the embedding's type)
   TensorType held_as = TensorType::kF32;      // as held in memory and multiplied
+  std::string file_types;        // the file's tensor types by bytes: "Q4_K 61%, Q6_K 36%, F32 3%"
+  std::string held_types;        // the weights as held in memory, by bytes (embedding included)
+  int64_t bytes_per_step = 0;    // weight bytes one decode step streams (every matrix, one embedding row aside)
+  int64_t weight_bytes = 0;      // weight bytes held in memory
   int64_t n_params = 0;
 };
 

@@ -116,8 +116,10 @@ void Engine::load() {
 
   info_.architecture = hp.architecture;
   info_.name = hp.name;
-  info_.weight_type = tensor_type_name(hp.weight_type);
-  info_.weights_held_as = tensor_type_name(hp.held_as);
+  info_.weight_type = hp.file_types;
+  info_.weights_held_as = hp.held_types;
+  info_.weight_bytes_per_step = hp.bytes_per_step;
+  info_.weight_bytes = hp.weight_bytes;
   info_.n_params = hp.n_params;
   info_.n_layer = hp.n_layer;
   info_.n_head = hp.n_head;

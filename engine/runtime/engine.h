@@ -32,8 +32,10 @@ namespace kvserve {
 struct ModelInfo {
   std::string architecture = "llama";
   std::string name;
-  std::string weight_type;      // as stored in the file
-  std::string weights_held_as;  // as held in memory and multiplied: "BF16" (native) or "F32"
+  std::string weight_type;      // the file's tensor types by bytes: "Q4_K 61%, Q6_K 36%, F32 3%"
+  std::string weights_held_as;  // the same for the weights as held in memory and multiplied
+  int64_t weight_bytes_per_step = 0;  // weight bytes a decode step streams from memory
+  int64_t weight_bytes = 0;           // weight bytes held in memory
   std::string kernels;          // the CPU kernel set in use: "avx512", "avx2" or "scalar"
   int64_t n_params = 0;
   int32_t n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_embd = 0, n_ff = 0, n_vocab = 0;

@@ -179,12 +179,12 @@ int main(int argc, char** argv) {
   }
   const kvserve::ModelInfo& mi = engine->model_info();
   const int vocab = mi.n_vocab;
-  // Bytes a decode step must stream: every matrix but the embedding table (only one row of it
-  // is read), plus the output matrix (the embedding again when tied).
+  // Bytes a decode step must stream (every matrix as held; one embedding row a token aside), and
+  // the multiply-adds it does.
   const int64_t emb = int64_t{mi.n_vocab} * mi.n_embd;
   const bool tied = mi.n_params < 2 * emb + int64_t{mi.n_layer} * mi.n_embd * mi.n_embd;
   const int64_t matmul_params = mi.n_params - (tied ? 0 : emb);
-  const double weight_bytes = (mi.weights_held_as == "BF16" ? 2.0 : 4.0) * matmul_params;  // as held in memory
+  const auto weight_bytes = static_cast<double>(mi.weight_bytes_per_step);
 
   std::mt19937 rng(1234);
 
@@ -236,6 +236,8 @@ int main(int argc, char** argv) {
     j["params"] = mi.n_params;
     j["weight_type"] = mi.weight_type;
     j["weights_held_as"] = mi.weights_held_as;
+    j["weight_bytes_per_step"] = mi.weight_bytes_per_step;
+    j["weight_bytes"] = mi.weight_bytes;
     j["kv_dtype"] = kv_dtype;
     j["bandwidth_gbs"] = bw / 1e9;
     j["fma_peak_gflops"] = peak / 1e9;

@@ -22,6 +22,10 @@ int64_t QuantMatrix::bytes() const {
   return b;
 }
 
+void QuantMatrix::count_bytes(std::map<TensorType, int64_t>& by_type) const {
+  for (const Part& p : parts_) by_type[p.type] += p.rows * p.row_bytes;
+}
+
 int64_t QuantMatrix::panel_rows() const {
   // About 4 MiB of floats, in multiples of 16 rows: enough columns for the GEMM to run at speed.
   const int64_t rows = (int64_t{1} << 20) / n_in_ / 16 * 16;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ class WeightMatrix {
   virtual void prepare(int64_t max_rows, bool accumulate) = 0;
   virtual TensorType held_as() const = 0;  // the type the weights are held and multiplied in
   virtual int64_t bytes() const = 0;       // bytes of weights one forward streams
+  // Adds this matrix's bytes, by the type each part is held in, to `by_type`.
+  virtual void count_bytes(std::map<TensorType, int64_t>& by_type) const { by_type[held_as()] += bytes(); }
 
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }

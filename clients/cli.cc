@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -77,6 +78,9 @@ int main(int argc, char** argv) {
   importance->add_option("--text", text_file, "file holding the text to score")->required()->check(CLI::ExistingFile);
   importance->add_option("--budget", loss_budget, "allowed drop in mean log-likelihood, nats/token")->capture_default_str();
   importance->add_option("--top", top, "heads to list (0 = all)")->capture_default_str();
+  auto* score = app.add_subcommand("score", "mean log-probability per token and perplexity of a text");
+  std::string score_file;
+  score->add_option("--text", score_file, "file holding the text (- for standard input)")->required();
   CLI11_PARSE(app, argc, argv);
 
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
@@ -135,6 +139,34 @@ int main(int argc, char** argv) {
     if (isatty(STDOUT_FILENO)) std::printf("\n");
     grpc::Status st = reader->Finish();
     return st.ok() ? 0 : fail(st);
+  }
+  if (*score) {
+    std::ifstream file(score_file == "-" ? "/dev/stdin" : score_file, std::ios::binary);
+    if (!file) {
+      std::fprintf(stderr, "kvserve-cli: cannot read %s\n", score_file.c_str());
+      return 2;
+    }
+    kvserve::v1::GenerateRequest req;
+    req.set_prompt(std::string(std::istreambuf_iterator<char>(file), {}));
+    req.mutable_sampling()->set_max_new_tokens(1);
+    req.mutable_sampling()->set_temperature(0.0f);
+    req.mutable_sampling()->set_prompt_logprobs(0);
+    auto reader = stub->Generate(&ctx, req);
+    kvserve::v1::GenerateResponse resp;
+    double sum = 0;
+    int n = 0;
+    while (reader->Read(&resp))
+      if (resp.has_complete())
+        for (const auto& t : resp.complete().prompt_logprobs()) sum += t.logprob(), ++n;
+    grpc::Status st = reader->Finish();
+    if (!st.ok()) return fail(st);
+    if (n == 0) {
+      std::fprintf(stderr, "kvserve-cli: the text has fewer than two tokens: nothing to score\n");
+      return 1;
+    }
+    std::printf("tokens scored: %d\nmean log-probability: %.6f nats/token\nperplexity: %.4f\n", n, sum / n,
+                std::exp(-sum / n));
+    return 0;
   }
   if (*info) {
     kvserve::v1::GetModelInfoResponse r;

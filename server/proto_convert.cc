@@ -32,6 +32,7 @@ Status to_engine_request(const v1::GenerateRequest& in, const Tokenizer& tokeniz
   o.ignore_eos = s.ignore_eos();
   o.logprobs = s.logprobs();
   o.top_logprobs = s.top_logprobs();
+  if (s.has_prompt_logprobs()) o.prompt_logprobs = s.prompt_logprobs();
   return Status::OK;
 }
 
@@ -90,6 +91,7 @@ void to_proto(const Completion& c, const std::string& request_id, v1::GenerateCo
   out->set_total_time_s(c.total_time_s);
   out->set_peak_kv_bytes(c.peak_kv_bytes);
   out->set_preemptions(c.preemptions);
+  for (const TokenLogprob& t : c.prompt_logprobs) to_proto(t, out->add_prompt_logprobs());
 }
 
 void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoResponse* out) {

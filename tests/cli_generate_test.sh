@@ -44,4 +44,24 @@ grep -q "Maximum concurrency for 2048 tokens per request" "$out/server.log"
 grep -q "^200 tokens scored, baseline mean log-likelihood -0.47" "$out/importance.txt"
 [ "$(grep -cE '^ +[0-9]+ +[0-4] +[0-7] ' "$out/importance.txt")" = 5 ] || { cat "$out/importance.txt"; exit 1; }
 grep -q "^prunable within a budget of 0.0100 nats/token" "$out/importance.txt"
+# score: the same mean as head-importance's baseline on the same text, and on a quantized file the
+# mean llama.cpp computes on its dequantized twin (reference-logprobs.json).
+"$bin/clients/kvserve-cli" --addr "$addr" score --text "$models/stories260K.expected.txt" > "$out/score.txt"
+grep -q "^tokens scored: 200$" "$out/score.txt" || { cat "$out/score.txt"; exit 1; }
+baseline=$(sed -n 's/^200 tokens scored, baseline mean log-likelihood \(-[0-9.]*\).*/\1/p' "$out/importance.txt")
+mean=$(sed -n 's/^mean log-probability: \(-[0-9.]*\) nats.*/\1/p' "$out/score.txt")
+awk -v a="$baseline" -v b="$mean" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }' \
+  || { echo "score mean $mean differs from head-importance baseline $baseline"; exit 1; }
+if [ -f "$models/quant/stories260K-q8_0.gguf" ]; then
+  "$bin/server/kvserve" --model "$models/quant/stories260K-q8_0.gguf" --listen 127.0.0.1:0 --port-file "$out/port2" \
+    --set cache.num_blocks=256 > "$out/server2.log" 2>&1 &
+  echo $! >> "$out/pid"
+  for _ in $(seq 200); do [ -f "$out/port2" ] && break; sleep 0.05; done
+  grep -q "weights: file Q8_0" "$out/server2.log" || { cat "$out/server2.log"; exit 1; }
+  "$bin/clients/kvserve-cli" --addr "127.0.0.1:$(cat "$out/port2")" score --text "$models/reference-text.txt" > "$out/score2.txt"
+  want=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["models"]["quant/stories260K-q8_0.dequant-f32.gguf"]["visible1"]["mean_logprob"])' "$models/reference-logprobs.json")
+  got=$(sed -n 's/^mean log-probability: \(-[0-9.]*\) nats.*/\1/p' "$out/score2.txt")
+  awk -v a="$want" -v b="$got" 'BEGIN { d = a - b; exit !(d < 1e-3 && d > -1e-3) }' \
+    || { echo "Q8_0 score $got, llama.cpp on the twin $want"; exit 1; }
+fi
 echo "cli walkthrough: all checks passed"

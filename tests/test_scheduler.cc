@@ -52,6 +52,27 @@ class SchedulerTest : public ::testing::Test {
   std::vector<std::unique_ptr<Sequence>> seqs_;
 };
 
+// A scored prompt (max_chunk set) takes at most max_chunk tokens a step, on admission and after;
+// the budget it leaves goes to others.
+TEST_F(SchedulerTest, ScoredPromptChunksStayWithinTheirCap) {
+  make(256, 16, {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 2048});
+  Sequence* scored = add(100, 2);
+  scored->max_chunk = 24;
+  Sequence* other = add(30, 2);
+  std::vector<int32_t> scored_chunks;
+  for (int step = 0; step < 12 && scored->num_computed < scored->num_prompt; ++step) {
+    const SchedulerOutput out = sched_->schedule();
+    for (const auto& c : out.chunks) {
+      if (c.seq == scored) scored_chunks.push_back(c.n_tokens);
+      if (c.seq == other && step == 0) {
+        EXPECT_EQ(c.n_tokens, 30);  // admitted beside it in the first step
+      }
+    }
+    run(out);
+  }
+  EXPECT_EQ(scored_chunks, (std::vector<int32_t>{24, 24, 24, 24, 4}));
+}
+
 TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepFlowing) {
   make(256, 16, {.max_num_seqs = 8, .max_num_batched_tokens = 32, .max_model_len = 2048});
   Sequence* a = add(4, 50);

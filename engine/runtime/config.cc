@@ -80,6 +80,7 @@ EngineOptions engine_options_from_json(const json& config) {
   read(s, "scheduler", "max_model_len", o.scheduler.max_model_len, seen);
   read(s, "scheduler", "max_waiting", o.scheduler.max_waiting, seen);
   read(s, "scheduler", "background_tokens_per_step", o.scheduler.background_tokens_per_step, seen);
+  read(s, "scheduler", "max_scored_tokens_per_step", o.scheduler.max_scored_tokens_per_step, seen);
   reject_unknown(s, "scheduler", seen);
   return o;
 }
@@ -104,6 +105,8 @@ void validate(const EngineOptions& o) {
                       "every running sequence can decode in one step");
   if (o.scheduler.max_model_len < 0) throw ConfigError("scheduler.max_model_len: must be >= 0");
   if (o.scheduler.max_waiting < 1) throw ConfigError("scheduler.max_waiting: must be >= 1");
+  if (o.scheduler.max_scored_tokens_per_step < 1)
+    throw ConfigError("scheduler.max_scored_tokens_per_step: must be >= 1");
   if (o.scheduler.background_tokens_per_step < 0)
     throw ConfigError("scheduler.background_tokens_per_step: must be >= 0 (0 = no limit)");
 }

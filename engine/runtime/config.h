@@ -47,6 +47,10 @@ struct SchedulerOptions {
   // Tokens of background (inspection) work in one step at most, so that a step that carries it
   // stays short and an interactive request arriving meanwhile starts soon; 0 = no limit.
   int32_t background_tokens_per_step = 16;
+  // Prompt tokens in one step at most for a request that scores its prompt (prompt_logprobs,
+  // HeadImportance): each such token holds a row of logits (vocabulary x 4 bytes) until the step
+  // ends, so this bounds that memory per request.
+  int32_t max_scored_tokens_per_step = 256;
 };
 
 struct EngineOptions {

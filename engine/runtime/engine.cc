@@ -191,7 +191,8 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
 
 void Engine::prepare_inspection(Sequence* seq) const {
   const InspectOptions& in = seq->request.inspect;
-  if (!in.active()) return;
+  // Scoring the prompt needs every prompt row computed, so it cannot start from cached blocks.
+  if (!in.active() && seq->request.sampling.prompt_logprobs < 0) return;
   seq->shares_cache = false;
   if (in.capture_attention) {
     auto cap = std::make_shared<AttentionCapture>();
@@ -205,7 +206,12 @@ void Engine::prepare_inspection(Sequence* seq) const {
     seq->head_mask.assign(static_cast<size_t>(info_.n_layer) * info_.n_head, 0);
     for (const HeadRef& h : in.ablate_heads) seq->head_mask[h.layer * info_.n_head + h.head] = 1;
   }
-  if (in.score_prompt) seq->prompt_logprobs.assign(seq->num_prompt > 0 ? seq->num_prompt - 1 : 0, 0.0f);
+  const int32_t prompt_top = seq->request.sampling.prompt_logprobs;
+  if (in.score_prompt || prompt_top >= 0) {
+    seq->prompt_logprobs.assign(seq->num_prompt > 0 ? seq->num_prompt - 1 : 0, 0.0f);
+    seq->max_chunk = options_.scheduler.max_scored_tokens_per_step;
+  }
+  if (prompt_top >= 0) seq->prompt_token_logprobs.resize(seq->prompt_logprobs.size());
 }
 
 void Engine::cancel(uint64_t id) {
@@ -389,7 +395,13 @@ void Engine::score_prompt_rows(Sequence& s, int64_t first_pos, int64_t n_rows, c
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* l = logits + r * V;
     const int64_t p = first_pos + r;
-    s.prompt_logprobs[p] = LogSoftmax(l, V).of(l, s.tokens[p + 1]);
+    const int32_t next = s.tokens[p + 1];
+    if (s.prompt_token_logprobs.empty()) {
+      s.prompt_logprobs[p] = LogSoftmax(l, V).of(l, next);
+    } else {
+      s.prompt_token_logprobs[p] = Sampler::logprobs(l, V, next, s.request.sampling.prompt_logprobs);
+      s.prompt_logprobs[p] = s.prompt_token_logprobs[p].logprob;
+    }
   }
 }
 
@@ -409,6 +421,10 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::string error, Event
   c.peak_kv_bytes = int64_t{seq->peak_blocks} * kv_->bytes_per_block();
   for (float lp : seq->prompt_logprobs) c.prompt_logprob_sum += lp;
   c.prompt_logprob_count = static_cast<int32_t>(seq->prompt_logprobs.size());
+  // A request ended during its prompt reports the rows computed so far.
+  const int64_t scored = std::max<int64_t>(0, std::min<int64_t>(seq->num_computed, seq->num_prompt) - 1);
+  if (static_cast<int64_t>(seq->prompt_token_logprobs.size()) > scored) seq->prompt_token_logprobs.resize(scored);
+  c.prompt_logprobs = std::move(seq->prompt_token_logprobs);
   if (reason != FinishReason::kError && reason != FinishReason::kCancelled && reason != FinishReason::kDeadline)
     c.attention = seq->capture;
   event.completion = c;

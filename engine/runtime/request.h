@@ -24,6 +24,9 @@ struct SamplingParams {
   bool ignore_eos = false;          // keep going past EOS
   bool logprobs = false;            // report the sampled token's log-probability
   int32_t top_logprobs = 0;         // and this many most likely alternatives (0-20)
+  // -1 = off; 0-20: the log-probability of every prompt token after the first given those
+  // before it, with this many alternatives (Completion::prompt_logprobs).
+  int32_t prompt_logprobs = -1;
 };
 
 // A head of the model: layer and query head, both from 0.
@@ -93,6 +96,8 @@ struct Completion {
   // With inspect.score_prompt: the sum of log p(prompt[i] | prompt[<i]) over i = 1..n-1, and n-1.
   double prompt_logprob_sum = 0.0;
   int32_t prompt_logprob_count = 0;
+  // With sampling.prompt_logprobs: entry i-1 for prompt token i, i = 1..n-1.
+  std::vector<TokenLogprob> prompt_logprobs;
   // With inspect.capture_attention: the prompt's attention, every layer and head.
   std::shared_ptr<const AttentionCapture> attention;
 };

@@ -43,6 +43,8 @@ std::string validate_request(const Request& r, const RequestLimits& limits) {
       return "sampling.stop_token_ids[" + std::to_string(i) + "]: outside the vocabulary";
   if (s.top_logprobs < 0 || s.top_logprobs > kMaxTopLogprobs)
     return "sampling.top_logprobs: must be between 0 and " + std::to_string(kMaxTopLogprobs);
+  if (s.prompt_logprobs < -1 || s.prompt_logprobs > kMaxTopLogprobs)
+    return "sampling.prompt_logprobs: must be between 0 and " + std::to_string(kMaxTopLogprobs) + " (or unset)";
   if (r.deadline_ms < 0) return "deadline_ms: must be >= 0";
   const InspectOptions& in = r.inspect;
   if (in.capture_attention) {

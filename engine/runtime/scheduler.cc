@@ -62,6 +62,10 @@ std::string Scheduler::check_fits(int64_t prompt_len, int64_t max_total) const {
 
 bool Scheduler::background(const Sequence* seq) { return seq->request.priority == Priority::kBackground; }
 
+int64_t Scheduler::chunk_cap(const Sequence* seq, int64_t budget) {
+  return seq->max_chunk > 0 ? std::min<int64_t>(budget, seq->max_chunk) : budget;
+}
+
 void Scheduler::add(Sequence* seq) {
   seq->status = SeqStatus::kWaiting;
   (background(seq) ? background_ : waiting_).push_back(seq);
@@ -123,7 +127,7 @@ void Scheduler::admit(std::deque<Sequence*>& queue, int64_t& cap, SchedulerOutpu
     Sequence* seq = queue.front();
     // Cached prefix blocks cost neither compute budget nor new blocks.
     if (prefix_caching_ && seq->shares_cache && seq->table.blocks().empty()) attach_cached_prefix(seq);
-    const int64_t n = std::min({seq->num_uncomputed(), budget, cap});
+    const int64_t n = std::min({seq->num_uncomputed(), chunk_cap(seq, budget), cap});
     if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
       detach(seq);
       break;
@@ -153,7 +157,7 @@ SchedulerOutput Scheduler::schedule() {
       if (seq->status != SeqStatus::kRunning || background(seq)) continue;  // preempted earlier in this step
       const int64_t need = seq->num_uncomputed();
       if (need <= 0 || (pass == 0) != (need == 1)) continue;
-      const int64_t n = std::min(need, budget);
+      const int64_t n = std::min(need, chunk_cap(seq, budget));
       if (n <= 0) continue;
       bool self_preempted = false;
       while (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
@@ -180,7 +184,7 @@ SchedulerOutput Scheduler::schedule() {
   const std::vector<Sequence*> snapshot = running_;
   for (Sequence* seq : snapshot) {
     if (seq->status != SeqStatus::kRunning || !background(seq)) continue;
-    const int64_t n = std::min(seq->num_uncomputed(), cap);
+    const int64_t n = std::min(seq->num_uncomputed(), chunk_cap(seq, cap));
     if (n <= 0) continue;
     // Background work never evicts anyone: short of blocks, it steps aside itself.
     if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {

@@ -53,6 +53,8 @@ class Scheduler {
 
  private:
   static bool background(const Sequence* seq);
+  // The tokens seq may take this step within budget: its own max_chunk at most.
+  static int64_t chunk_cap(const Sequence* seq, int64_t budget);
   void preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget);
   void append_chunk(Sequence* seq, int64_t n, SchedulerOutput& out, int64_t& budget);
   // Admits from `queue` while it fits, taking at most `cap` tokens (cap and budget shrink).

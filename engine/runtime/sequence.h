@@ -47,6 +47,9 @@ struct Sequence {
   std::shared_ptr<AttentionCapture> capture;
   std::vector<uint8_t> head_mask;  // [n_layer·n_head], 1 = zero that head's output
   std::vector<float> prompt_logprobs;  // [num_prompt - 1] log p(prompt[i+1] | prompt[..i]), set as computed
+  std::vector<TokenLogprob> prompt_token_logprobs;  // the same with alternatives, when sampling.prompt_logprobs asks
+  // Prompt tokens per step at most (0 = any): a scored prompt holds a row of logits per token.
+  int32_t max_chunk = 0;
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
   // Tokens still to run through the model before the next one can be sampled.

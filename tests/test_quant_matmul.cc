@@ -11,6 +11,7 @@
 
 #include "gguf/tensor_types.h"
 #include "kernels/convert.h"
+#include "kernels/quant_dot_int8.h"
 #include "weights/quant_matrix.h"
 
 namespace kvserve {
@@ -55,9 +56,32 @@ struct Case {
 
 class HeldMatrix : public ::testing::TestWithParam<std::tuple<Case, KernelLevel>> {};
 
+// x rounded as the integer path rounds it (round_activations per block of 32).
+std::vector<float> rounded(const std::vector<float>& x, int64_t rows, int64_t n_in) {
+  std::vector<float> out(x.size());
+  int8_t q[32];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < n_in / 32; ++b) {
+      const float d = round_activations(x.data() + r * n_in + 32 * b, q);
+      for (int i = 0; i < 32; ++i) out[r * n_in + 32 * b + i] = d * q[i];
+    }
+  return out;
+}
+
+void check(const Case& c, KernelLevel level, bool int8);
+
 TEST_P(HeldMatrix, MatchesTheDecodedDefinitionAtEveryBatchHeight) {
-  const Case& c = std::get<0>(GetParam());
-  ComputeContext ctx(kernel_table(std::get<1>(GetParam())));
+  check(std::get<0>(GetParam()), std::get<1>(GetParam()), false);
+}
+
+// With int8_activations, where the level takes the integer path: the definition on the rounded
+// activations (the rounding is the only difference); elsewhere the exact one.
+TEST_P(HeldMatrix, IntegerPathMatchesTheDefinitionOnRoundedActivations) {
+  check(std::get<0>(GetParam()), std::get<1>(GetParam()), true);
+}
+
+void check(const Case& c, KernelLevel level, bool int8) {
+  ComputeContext ctx(kernel_table(level));
   std::mt19937 rng(5);
   const int64_t rows_per_part = 48, n_in = c.n_in;
   std::vector<std::vector<uint8_t>> storage;
@@ -70,7 +94,9 @@ TEST_P(HeldMatrix, MatchesTheDecodedDefinitionAtEveryBatchHeight) {
     w.resize(w.size() + rows_per_part * n_in);
     tensor_type(t).to_float(storage.back().data(), w.data() + w.size() - rows_per_part * n_in, rows_per_part * n_in);
   }
-  QuantMatrix m(ctx, parts, n_in);
+  QuantMatrix m(ctx, parts, n_in, int8);
+  std::vector<bool> part_int8;  // the parts the integer path takes
+  for (TensorType t : c.parts) part_int8.push_back(int8 && ctx.kernels->int8_path_applies(static_cast<uint32_t>(t), n_in));
   const int64_t n_out = m.n_out();
   ASSERT_EQ(n_out, rows_per_part * static_cast<int64_t>(c.parts.size()));
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
@@ -82,12 +108,14 @@ TEST_P(HeldMatrix, MatchesTheDecodedDefinitionAtEveryBatchHeight) {
     for (bool accumulate : {false, true}) {
       std::vector<float> y = base;
       m.forward(x.data(), rows, y.data(), accumulate);
+      const std::vector<float> xq = rounded(x, rows, n_in);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < n_out; ++o) {
+          const std::vector<float>& xr = part_int8[o / rows_per_part] && rows <= kSmallBatchRows ? xq : x;
           double ref = accumulate ? base[r * n_out + o] : 0.0, mag = 0.0;
           for (int64_t i = 0; i < n_in; ++i) {
-            ref += double(x[r * n_in + i]) * w[o * n_in + i];
-            mag += std::fabs(double(x[r * n_in + i]) * w[o * n_in + i]);
+            ref += double(xr[r * n_in + i]) * w[o * n_in + i];
+            mag += std::fabs(double(xr[r * n_in + i]) * w[o * n_in + i]);
           }
           ASSERT_NEAR(y[r * n_out + o], ref, 4e-6 * mag + 1e-6)
               << "rows=" << rows << " row " << r << " out " << o << " accumulate " << accumulate;
@@ -107,7 +135,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Case{{TensorType::kF16}, 200}, Case{{TensorType::kBF16}, 72},
                                          Case{{TensorType::kQ4_0}, 576}, Case{{TensorType::kQ4_1}, 96},
                                          Case{{TensorType::kQ5_0}, 160}, Case{{TensorType::kQ5_1}, 64},
-                                         Case{{TensorType::kQ8_0}, 1056}, Case{{TensorType::kQ2_K}, 512},
+                                         Case{{TensorType::kQ8_0}, 1056}, Case{{TensorType::kQ8_0}, 1024},
+                                         Case{{TensorType::kQ4_0, TensorType::kQ4_1}, 128}, Case{{TensorType::kQ2_K}, 512},
                                          Case{{TensorType::kQ3_K}, 256}, Case{{TensorType::kQ4_K}, 768},
                                          Case{{TensorType::kQ5_K}, 256}, Case{{TensorType::kQ6_K}, 512},
                                          // Q4_K_M's fused Q/K/V: Q4_K rows over Q6_K rows, and an F32 part.

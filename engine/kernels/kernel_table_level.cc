@@ -2,6 +2,7 @@
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
 #include "kernels/ops.h"
+#include "kernels/quant_dot_int8.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/small_batch_matmul.h"
 
@@ -19,6 +20,7 @@ const KernelTable& table() {
       .small_batch_matmul = small_batch_matmul,
       .quant_matmul = quant_matmul,
       .dequantize_rows = dequantize_rows,
+      .int8_path_applies = int8_path_applies,
       .write_kv_f32 = write_kv<float>,
       .write_kv_f16 = write_kv<_Float16>,
       .paged_attention_f32 = paged_attention<float>,

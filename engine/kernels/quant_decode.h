@@ -15,6 +15,9 @@ namespace kvserve::quant {
 // IEEE half to float, exactly, without branches (so the decoders' loops vectorize); static like
 // everything here, so no level's copy is shared with another through the linker.
 static inline float half_to_float(uint16_t h) {
+#if defined(KVSERVE_HAS_F16C) && KVSERVE_HAS_F16C
+  return _cvtsh_ss(h);  // exact, one instruction (the kernel sources include immintrin.h first)
+#endif
   const uint32_t w = static_cast<uint32_t>(h) << 16, sign = w & 0x80000000u, two_w = w + w;
   uint32_t bits = (two_w >> 4) + (0xE0u << 23);
   float normalized, denormalized;

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "gguf/tensor_types.h"
+#include "kernels/quant_dot_int8.h"
 #include "kernels/small_batch_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
@@ -264,6 +265,10 @@ constexpr auto kChunkFns = make_chunk_fns(std::make_integer_sequence<int, kMaxR>
 
 void quant_matmul(const QuantMatmulArgs& a) {
   if (a.m == 0 || a.n_out == 0) return;
+  if (a.int8_activations && int8_path_applies(a.type, a.n_in)) {
+    quant_matmul_int8(a);
+    return;
+  }
   const DecodeFn decode = decoder(a.type);
   const TensorTypeTraits& traits = tensor_type(static_cast<TensorType>(a.type));
   const int64_t groups = (a.n_out + kG - 1) / kG;

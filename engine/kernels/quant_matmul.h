@@ -24,6 +24,10 @@ struct QuantMatmulArgs {
   float* y = nullptr;            // [m, ldy]; columns [0, n_out) written
   int64_t ldy = 0;
   bool accumulate = false;       // y += x·Wᵀ rather than y = x·Wᵀ
+  // Round x to 8 bits per block of 32 and multiply in integers where this level can
+  // (kernels/quant_dot_int8.h); scratch then holds int8_scratch_bytes(m, n_in) bytes.
+  bool int8_activations = false;
+  void* scratch = nullptr;
 };
 
 }  // namespace kvserve

@@ -89,11 +89,10 @@ LlamaHparams LlamaHparams::from_gguf(const GgufFile& f) {
   return hp;
 }
 
-LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16, const KernelTable& kernels)
+LlamaModel::LlamaModel(const GgufFile& f, const WeightPolicy& policy, const KernelTable& kernels)
     : hp_(LlamaHparams::from_gguf(f)), k_(kernels), ctx_(std::make_unique<ComputeContext>(kernels)) {
   const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff;
   const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
-  const WeightPolicy policy{.keep_bf16 = keep_bf16};
   auto matrix = [&](std::vector<TensorRef> parts) { return make_weight_matrix(*ctx_, f, parts, policy); };
   const TensorRef embd{"token_embd.weight", {d, v}};
   if (hp_.weight_type == TensorType::kF32 || hp_.weight_type == TensorType::kBF16) {
@@ -101,7 +100,7 @@ LlamaModel::LlamaModel(const GgufFile& f, bool keep_bf16, const KernelTable& ker
     if (hp_.tied_output) output_ = make_weight_matrix(*ctx_, embedding_.data(), v, d, hp_.weight_type, policy);
   } else {
     embedding_held_ = hold_tensor(*ctx_, f, embd);
-    if (hp_.tied_output) output_ = make_held_matrix(*ctx_, {embedding_held_}, hp_.n_embd);
+    if (hp_.tied_output) output_ = make_held_matrix(*ctx_, {embedding_held_}, hp_.n_embd, policy);
   }
   out_norm_ = load_float_tensor(f, {"output_norm.weight", {d}});
   if (!hp_.tied_output) output_ = matrix({{"output.weight", {d, v}}});

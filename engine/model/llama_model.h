@@ -28,9 +28,9 @@ struct LlamaHparams : ModelHparams {
 class LlamaModel final : public Model {
  public:
   // Reads hyperparameters and weights; GgufError names the tensor or key that is wrong.
-  // keep_bf16: hold BF16 weights as BF16 where the CPU multiplies BF16 natively (else F32).
+  // policy: how weights are held and multiplied (weights/weight_matrix.h).
   // kernels: the kernel set every step runs (default: the best this CPU supports).
-  explicit LlamaModel(const GgufFile& file, bool keep_bf16 = false,
+  explicit LlamaModel(const GgufFile& file, const WeightPolicy& policy = {},
                       const KernelTable& kernels = kernel_table(best_supported_level()));
   ~LlamaModel() override;
 

@@ -13,7 +13,7 @@ std::unique_ptr<Model> load_model(const GgufFile& f, const ModelLoadOptions& o) 
   if (!spec)
     throw GgufError(f.path() + ": unsupported architecture '" + arch + "' (supported: " + implemented_architectures() + ")");
   // Every spec today is a llama-style decoder (RMSNorm, rotary, SwiGLU, separate Q/K/V).
-  return std::make_unique<LlamaModel>(f, o.weights.keep_bf16, kernels);
+  return std::make_unique<LlamaModel>(f, o.weights, kernels);
 }
 
 }  // namespace kvserve

@@ -61,6 +61,7 @@ EngineOptions engine_options_from_json(const json& config) {
   read(m, "model", "path", o.model.path, seen);
   read(m, "model", "num_threads", o.model.num_threads, seen);
   read(m, "model", "keep_bf16", o.model.keep_bf16, seen);
+  read(m, "model", "int8_activations", o.model.int8_activations, seen);
   read(m, "model", "kernels", o.model.kernels, seen);
   reject_unknown(m, "model", seen);
 

@@ -85,7 +85,9 @@ void Engine::load() {
                         level_name(best) + ")");
   }
   if (level < KernelLevel::kAvx512 && best == KernelLevel::kAvx512) limit_onednn_isa(level);
-  model_ = load_model(*file_, {.weights = {.keep_bf16 = options_.model.keep_bf16}, .kernels = &kernel_table(level)});
+  model_ = load_model(*file_, {.weights = {.keep_bf16 = options_.model.keep_bf16,
+                                           .int8_activations = options_.model.int8_activations},
+                               .kernels = &kernel_table(level)});
   info_.kernels = level_name(level);
   const ModelHparams& hp = model_->hparams();
   if (tokenizer_->vocab_size() != hp.n_vocab)

@@ -26,6 +26,8 @@ struct ComputeContext {
   // Rows of such weights decoded to float for a prompt-sized GEMM: one buffer for every matrix,
   // as the engine runs one matrix at a time.
   std::vector<float> panel;
+  // Activations rounded to 8 bits for the quantized weights' integer path (same reason).
+  std::vector<uint8_t> activation_scratch;
 };
 
 }  // namespace kvserve

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 
+#include "kernels/quant_dot_int8.h"
+
 namespace kvserve {
 
-QuantMatrix::QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in)
-    : WeightMatrix(0, n_in), ctx_(&ctx), parts_(std::move(parts)) {
+QuantMatrix::QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in, bool int8_activations)
+    : WeightMatrix(0, n_in), ctx_(&ctx), parts_(std::move(parts)), int8_activations_(int8_activations) {
   for (const Part& p : parts_) n_out_ += p.rows;
 }
 
@@ -33,6 +35,10 @@ int64_t QuantMatrix::panel_rows() const {
 }
 
 void QuantMatrix::prepare(int64_t max_rows, bool /*accumulate*/) {
+  if (int8_activations_) {
+    const auto need = static_cast<size_t>(int8_scratch_bytes(std::min(max_rows, kSmallBatchRows), n_in_));
+    if (ctx_->activation_scratch.size() < need) ctx_->activation_scratch.resize(need);
+  }
   if (max_rows > kSmallBatchRows) {
     const size_t need = static_cast<size_t>(panel_rows() * n_in_);
     if (ctx_->panel.size() < need) ctx_->panel.resize(need);
@@ -44,9 +50,12 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
   int64_t col = 0;
   for (const Part& p : parts_) {
     if (m <= kSmallBatchRows) {
+      if (int8_activations_) prepare(m, accumulate);
       ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
                                                   .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,
-                                                  .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate});
+                                                  .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate,
+                                                  .int8_activations = int8_activations_,
+                                                  .scratch = ctx_->activation_scratch.data()});
     } else {
       prepare(m, accumulate);
       const int64_t panel = panel_rows();

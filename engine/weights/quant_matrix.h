@@ -16,7 +16,8 @@ class QuantMatrix final : public WeightMatrix {
   // Rows stacked in order, each part in its own type; the bytes live in ctx.arena (or anywhere
   // that outlives the matrix).
   using Part = HeldRows;
-  QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in);
+  // int8_activations: WeightPolicy::int8_activations.
+  QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in, bool int8_activations = false);
 
   void forward(const float* x, int64_t m, float* y, bool accumulate = false) override;
   void prepare(int64_t max_rows, bool accumulate) override;
@@ -31,6 +32,7 @@ class QuantMatrix final : public WeightMatrix {
  private:
   ComputeContext* ctx_;
   std::vector<Part> parts_;
+  bool int8_activations_;
 };
 
 }  // namespace kvserve

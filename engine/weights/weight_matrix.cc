@@ -50,7 +50,7 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
     // Held as stored: the bytes copied once into the model's arena.
     std::vector<HeldRows> held;
     for (const TensorRef& p : parts) held.push_back(hold_tensor(ctx, f, p));
-    return make_held_matrix(ctx, std::move(held), n_in);
+    return make_held_matrix(ctx, std::move(held), n_in, policy);
   }
   std::vector<float> w;
   for (const GgufTensorInfo* t : infos) {
@@ -75,8 +75,9 @@ HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& re
   return {t.type, dst, rows, static_cast<int64_t>(bytes) / rows};
 }
 
-std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in) {
-  return std::make_unique<QuantMatrix>(ctx, std::move(parts), n_in);
+std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in,
+                                               const WeightPolicy& policy) {
+  return std::make_unique<QuantMatrix>(ctx, std::move(parts), n_in, policy.int8_activations);
 }
 
 std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const float* w, int64_t n_out, int64_t n_in,

@@ -21,6 +21,10 @@ struct WeightPolicy {
   // BF16 weights stay BF16 where the CPU multiplies BF16 natively (model.keep_bf16); otherwise
   // they are widened to F32, exactly.
   bool keep_bf16 = false;
+  // Weights held in a block type multiply activations rounded to 8 bits per block of 32 (as
+  // llama.cpp does; integer dot products, kernels/quant_dot_int8.h) where the CPU has AVX-512
+  // VNNI (model.int8_activations); false: float activations, the exact product of the weights.
+  bool int8_activations = true;
 };
 
 class WeightMatrix {
@@ -88,6 +92,7 @@ struct HeldRows {
 HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& file, const TensorRef& ref);
 // The matrix over held rows (stacked in order; n_in values each), as make_weight_matrix builds
 // it for tensors that are not all F32 or all BF16: a tied output reuses the held embedding.
-std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in);
+std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in,
+                                               const WeightPolicy& policy);
 
 }  // namespace kvserve

@@ -1,0 +1,282 @@
+#include "kernels/quant_dot_int8.h"
+
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cstring>
+
+#include "gguf/tensor_types.h"
+#include "kernels/small_batch_matmul.h"
+
+// The casts from 128/256-bit vectors use GCC's self-initialised "undefined" vectors, which its
+// own warnings then flag where they are inlined.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+KVSERVE_KERNEL_TARGET_BEGIN
+#include "kernels/quant_decode.h"
+
+#if KVSERVE_HAS_AVX512
+_Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
+#endif
+
+namespace kvserve::KVSERVE_KERNEL_NS {
+
+#if KVSERVE_HAS_AVX512
+namespace {
+
+constexpr int kG = 4;          // weight rows prepared together
+constexpr int kR = 2;          // activation rows per pass: kG·kR accumulators
+constexpr int kSlab = 8;       // 64-value chunks prepared at a time (kG of them fit L1 easily)
+constexpr int64_t kPrefetchGroups = 2;
+
+// 64 weight values ready for vpdpbusd: their levels as unsigned bytes, and per 32-bit lane (4
+// values) the factor of the integer dot product and the factor of the activations' lane sum
+// (the levels' offset or the block's minimum).
+struct alignas(64) Prepared {
+  __m512i q;
+  __m512 dot_scale;
+  __m512 sum_scale;
+};
+
+inline __m512 halves(float a, float b) { return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1); }
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Chunk c (values 64c..64c+63) of one row, per type.
+void prep_q8_0_chunk(const uint8_t* row, int64_t c, Prepared& p) {
+  const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(row) + 2 * c;
+  const __m512i q = join(load32(reinterpret_cast<const uint8_t*>(b[0].qs)), load32(reinterpret_cast<const uint8_t*>(b[1].qs)));
+  p.q = _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));  // w + 128, unsigned
+  p.dot_scale = halves(quant::half_to_float(b[0].d), quant::half_to_float(b[1].d));
+  p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-128.0f));
+}
+
+void prep_q4_0_chunk(const uint8_t* row, int64_t c, Prepared& p) {
+  const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(row) + 2 * c;
+  const __m256i both = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m512i z = join(_mm256_and_si256(both, nib), _mm256_and_si256(_mm256_srli_epi16(both, 4), nib));
+  p.q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));  // [lo b0, hi b0, lo b1, hi b1]
+  p.dot_scale = halves(quant::half_to_float(b[0].d), quant::half_to_float(b[1].d));
+  p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-8.0f));
+}
+
+// Q4_K/Q5_K: the chunks of one super-block (4 of 64 values), its scales and mins unpacked once.
+template <bool kFifthBit>
+void prep_k4_block(const uint8_t* block, int first, int n, Prepared* out) {
+  const uint8_t *scales, *qs, *qh = nullptr;
+  uint16_t d16, dmin16;
+  if constexpr (kFifthBit) {
+    const auto* b = reinterpret_cast<const quant::BlockQ5_K*>(block);
+    scales = b->scales, qs = b->qs, qh = b->qh, d16 = b->d, dmin16 = b->dmin;
+  } else {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_K*>(block);
+    scales = b->scales, qs = b->qs, d16 = b->d, dmin16 = b->dmin;
+  }
+  const float d = quant::half_to_float(d16), dmin = quant::half_to_float(dmin16);
+  alignas(32) int32_t raw_sc[16];  // 8 scales, then 8 mins
+  for (int j = 0; j < 8; ++j) {
+    uint8_t a, m;
+    quant::k_scale_min(j, scales, &a, &m);
+    raw_sc[j] = a;
+    raw_sc[8 + j] = m;
+  }
+  // [d·scale_0..7, -dmin·min_0..7], each chunk's lanes picked from it by index.
+  const __m512 factors = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(raw_sc)), halves(d, -dmin));
+  const __m256i nib = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  for (int j = first; j < first + n; ++j) {
+    Prepared& p = out[j - first];
+    const __m256i raw = load32(qs + 32 * j);
+    __m256i lo = _mm256_and_si256(raw, nib), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+    if constexpr (kFifthBit) {
+      const __m256i h = load32(qh);
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4));
+    }
+    p.q = join(lo, hi);
+    const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
+    p.dot_scale = _mm512_permutexvar_ps(pick, factors);
+    p.sum_scale = _mm512_permutexvar_ps(_mm512_add_epi32(pick, _mm512_set1_epi32(8)), factors);
+  }
+}
+
+template <bool kFifthBit>
+void prep_k4(const uint8_t* row, int64_t c0, int n, Prepared* out) {
+  const size_t block_bytes = kFifthBit ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
+  for (int done = 0; done < n;) {
+    const int64_t c = c0 + done;
+    const int first = static_cast<int>(c % 4), take = std::min(4 - first, n - done);
+    prep_k4_block<kFifthBit>(row + (c / 4) * block_bytes, first, take, out + done);
+    done += take;
+  }
+}
+
+void prep_q6_k_chunk(const uint8_t* row, int64_t c, Prepared& p) {
+  const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(row) + c / 4;
+  const int j = static_cast<int>(c % 4), half = j / 2, part = j % 2;
+  const __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
+  const __m256i h = load32(b->qh + 32 * half), three = _mm256_set1_epi8(3);
+  // part 0: values [q1 (32), q2 (32)]: low nibbles, qh bits 0-1 and 2-3; part 1: [q3, q4]: high
+  // nibbles, bits 4-5 and 6-7.
+  const int shift = 4 * part;
+  const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(h, shift), three);
+  const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
+  const __m512i high = _mm512_slli_epi16(join(h1, h2), 4);
+  const __m512i low = part == 0 ? _mm512_and_si512(ql, _mm512_set1_epi8(0x0F))
+                                : _mm512_and_si512(_mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
+  p.q = _mm512_or_si512(low, high);
+  // A scale per 16 values (4 lanes): scales[8·half + 4·part + 0..3].
+  const int8_t* sc = b->scales + 8 * half + 4 * part;
+  const float d = quant::half_to_float(b->d);
+  const __m128 four = _mm_setr_ps(d * sc[0], d * sc[1], d * sc[2], d * sc[3]);
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  p.dot_scale = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(four));
+  p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-32.0f));
+}
+
+// Chunks c0..c0+n-1 of one row into out[0..n).
+using PrepFn = void (*)(const uint8_t* row, int64_t c0, int n, Prepared* out);
+template <void (*Chunk)(const uint8_t*, int64_t, Prepared&)>
+void prep_each(const uint8_t* row, int64_t c0, int n, Prepared* out) {
+  for (int i = 0; i < n; ++i) Chunk(row, c0 + i, out[i]);
+}
+
+PrepFn prep_for(uint32_t type) {
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kQ8_0: return prep_each<prep_q8_0_chunk>;
+    case TensorType::kQ4_0: return prep_each<prep_q4_0_chunk>;
+    case TensorType::kQ4_K: return prep_k4<false>;
+    case TensorType::kQ5_K: return prep_k4<true>;
+    case TensorType::kQ6_K: return prep_each<prep_q6_k_chunk>;
+    default: return nullptr;
+  }
+}
+
+bool cpu_has_vnni() {
+  static const bool has = __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+// The activations of every row, rounded: xq [m, n_in] int8, lane sums xs [m, n_in / 4] and lane
+// scales xd [m, n_in / 4] (the scale of the block each lane's 4 values belong to).
+void round_rows(const float* x, int64_t m, int64_t n_in, int8_t* xq, float* xs, float* xd) {
+#pragma omp parallel for schedule(static) if (m > 1)
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t b = 0; b < n_in / 32; ++b) {
+      const float* xb = x + r * n_in + 32 * b;
+      const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+      const __m512 s = _mm512_set1_ps(id);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, s)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, s));
+      int8_t* qb = xq + r * n_in + 32 * b;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtsepi32_epi8(q1));
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb));
+      const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), bytes);
+      _mm256_storeu_ps(xs + (r * n_in + 32 * b) / 4, _mm256_cvtepi32_ps(sums));
+      _mm256_storeu_ps(xd + (r * n_in + 32 * b) / 4, _mm256_set1_ps(d));
+    }
+}
+
+// part[r][g] (16 lanes each) += the products of R activation rows with the kG prepared rows
+// over `chunks` chunks. w: [kG, kSlab]; xq/xs/xd offset to the slab's first value.
+template <int R>
+void slab_dot(const Prepared* w, int chunks, const int8_t* xq, const float* xs, const float* xd, int64_t n_in,
+              float* part) {
+  __m512 acc[R][kG];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < kG; ++g) acc[r][g] = _mm512_loadu_ps(part + (r * kG + g) * 16);
+  for (int c = 0; c < chunks; ++c) {
+    __m512i xv[R];
+    __m512 sv[R], dv[R];
+    for (int r = 0; r < R; ++r) {
+      xv[r] = _mm512_loadu_si512(xq + r * n_in + 64 * c);
+      sv[r] = _mm512_loadu_ps(xs + (r * n_in + 64 * c) / 4);
+      dv[r] = _mm512_loadu_ps(xd + (r * n_in + 64 * c) / 4);
+    }
+    for (int g = 0; g < kG; ++g) {
+      const Prepared& p = w[g * kSlab + c];
+      for (int r = 0; r < R; ++r) {
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), p.q, xv[r]);
+        const __m512 t = _mm512_fmadd_ps(sv[r], p.sum_scale, _mm512_mul_ps(_mm512_cvtepi32_ps(dot), p.dot_scale));
+        acc[r][g] = _mm512_fmadd_ps(t, dv[r], acc[r][g]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < kG; ++g) _mm512_storeu_ps(part + (r * kG + g) * 16, acc[r][g]);
+}
+
+}  // namespace
+
+bool int8_path_applies(uint32_t type, int64_t n_in) { return cpu_has_vnni() && prep_for(type) && n_in % 64 == 0; }
+
+void quant_matmul_int8(const QuantMatmulArgs& a) {
+  const PrepFn prep = prep_for(a.type);
+  const TensorTypeTraits& traits = tensor_type(static_cast<TensorType>(a.type));
+  auto* xq = static_cast<int8_t*>(a.scratch);
+  auto* xs = reinterpret_cast<float*>(xq + (a.m * a.n_in + 63) / 64 * 64);
+  float* xd = xs + a.m * a.n_in / 4;
+  round_rows(a.x, a.m, a.n_in, xq, xs, xd);
+  const int64_t chunks = a.n_in / 64, groups = (a.n_out + kG - 1) / kG;
+#pragma omp parallel for schedule(static)
+  for (int64_t grp = 0; grp < groups; ++grp) {
+    Prepared w[kG * kSlab];
+    alignas(64) float part[kSmallBatchRows * kG * 16];
+    const int64_t j0 = grp * kG;
+    const int rows_here = static_cast<int>(std::min<int64_t>(kG, a.n_out - j0));
+    if (rows_here < kG) std::memset(static_cast<void*>(w), 0, sizeof(w));
+    for (int64_t b0 = 0; b0 < a.m; b0 += kSmallBatchRows) {
+      const int64_t rows = std::min(kSmallBatchRows, a.m - b0);
+      std::fill(part, part + rows * kG * 16, 0.0f);
+      for (int64_t c0 = 0; c0 < chunks; c0 += kSlab) {
+        const int n = static_cast<int>(std::min<int64_t>(kSlab, chunks - c0));
+        // The same slab of the group kPrefetchGroups ahead, requested now, so the memory stream
+        // runs while this group is prepared and multiplied.
+        if (grp + kPrefetchGroups < groups) {
+          const int64_t ahead = std::min<int64_t>(kG, a.n_out - (grp + kPrefetchGroups) * kG);
+          const int64_t begin = 64 * c0 / traits.block_size * traits.bytes_per_block;
+          const int64_t end = 64 * (c0 + n) / traits.block_size * traits.bytes_per_block;
+          for (int64_t g = 0; g < ahead; ++g) {
+            const uint8_t* row = a.w + ((grp + kPrefetchGroups) * kG + g) * a.row_bytes;
+            for (int64_t off = begin; off < end; off += 64) _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
+          }
+        }
+        for (int g = 0; g < rows_here; ++g) prep(a.w + (j0 + g) * a.row_bytes, c0, n, w + g * kSlab);
+        for (int64_t r0 = 0; r0 < rows; r0 += kR) {
+          const int64_t off = (b0 + r0) * a.n_in + 64 * c0;
+          if (rows - r0 >= 2)
+            slab_dot<2>(w, n, xq + off, xs + off / 4, xd + off / 4, a.n_in, part + r0 * kG * 16);
+          else
+            slab_dot<1>(w, n, xq + off, xs + off / 4, xd + off / 4, a.n_in, part + r0 * kG * 16);
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int g = 0; g < rows_here; ++g) {
+          const float s = _mm512_reduce_add_ps(_mm512_loadu_ps(part + (r * kG + g) * 16));
+          float& out = a.y[(b0 + r) * a.ldy + j0 + g];
+          out = a.accumulate ? out + s : s;
+        }
+    }
+  }
+}
+
+#else   // levels without AVX-512: the float path always
+bool int8_path_applies(uint32_t, int64_t) { return false; }
+void quant_matmul_int8(const QuantMatmulArgs&) {}
+#endif
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+
+#if KVSERVE_HAS_AVX512
+_Pragma("GCC pop_options")
+#endif
+KVSERVE_KERNEL_TARGET_END

@@ -192,18 +192,23 @@ template <int R>
 void slab_dot(const Prepared* w, int chunks, const int8_t* xq, const float* xs, const float* xd, int64_t n_in,
               float* part) {
   __m512 acc[R][kG];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int g = 0; g < kG; ++g) acc[r][g] = _mm512_loadu_ps(part + (r * kG + g) * 16);
   for (int c = 0; c < chunks; ++c) {
     __m512i xv[R];
     __m512 sv[R], dv[R];
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       xv[r] = _mm512_loadu_si512(xq + r * n_in + 64 * c);
       sv[r] = _mm512_loadu_ps(xs + (r * n_in + 64 * c) / 4);
       dv[r] = _mm512_loadu_ps(xd + (r * n_in + 64 * c) / 4);
     }
+#pragma GCC unroll 8
     for (int g = 0; g < kG; ++g) {
       const Prepared& p = w[g * kSlab + c];
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), p.q, xv[r]);
         const __m512 t = _mm512_fmadd_ps(sv[r], p.sum_scale, _mm512_mul_ps(_mm512_cvtepi32_ps(dot), p.dot_scale));
@@ -211,7 +216,9 @@ void slab_dot(const Prepared* w, int chunks, const int8_t* xq, const float* xs, 
       }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int g = 0; g < kG; ++g) _mm512_storeu_ps(part + (r * kG + g) * 16, acc[r][g]);
 }
 

@@ -144,6 +144,42 @@ void fast_q6_k(const void* src, float* dst, int64_t n) {
       }
   }
 }
+
+// Q2_K and Q3_K: per 128 values of a half, four shifts of the same 32 bytes, 16 values a scale.
+void fast_q2_k(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const quant::BlockQ2_K*>(src);
+  const __m512i three = _mm512_set1_epi32(3);
+  for (int64_t i = 0; i < n / quant::kQK_K; ++i) {
+    const float d = quant::half_to_float(b[i].d), dmin = quant::half_to_float(b[i].dmin);
+    int is = 0;
+    for (int half = 0; half < 2; ++half)
+      for (int shift = 0; shift < 8; shift += 2)
+        for (int part = 0; part < 2; ++part, ++is, dst += 16) {
+          const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bytes16(b[i].qs + 32 * half + 16 * part), shift), three);
+          const float dl = d * static_cast<float>(b[i].scales[is] & 0xF), ml = dmin * static_cast<float>(b[i].scales[is] >> 4);
+          _mm512_storeu_ps(dst, _mm512_sub_ps(int_times(q, dl), _mm512_set1_ps(ml)));
+        }
+  }
+}
+
+void fast_q3_k(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const quant::BlockQ3_K*>(src);
+  const __m512i three = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);
+  for (int64_t i = 0; i < n / quant::kQK_K; ++i) {
+    const float d = quant::half_to_float(b[i].d);
+    int8_t scales[16];
+    quant::q3_k_scales(b[i].scales, scales);
+    int is = 0, bit = 0;
+    for (int half = 0; half < 2; ++half)
+      for (int shift = 0; shift < 8; shift += 2, ++bit)
+        for (int part = 0; part < 2; ++part, ++is, dst += 16) {
+          const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bytes16(b[i].qs + 32 * half + 16 * part), shift), three);
+          const __mmask16 high = _mm512_test_epi32_mask(bytes16(b[i].hmask + 16 * part), _mm512_set1_epi32(1 << bit));
+          const __m512i v = _mm512_mask_sub_epi32(q, static_cast<__mmask16>(~high), q, four);
+          _mm512_storeu_ps(dst, int_times(v, d * static_cast<float>(scales[is])));
+        }
+  }
+}
 #endif
 
 DecodeFn decoder(uint32_t type) {
@@ -154,6 +190,8 @@ DecodeFn decoder(uint32_t type) {
     case TensorType::kQ4_K: return fast_q4_k;
     case TensorType::kQ5_K: return fast_q5_k;
     case TensorType::kQ6_K: return fast_q6_k;
+    case TensorType::kQ2_K: return fast_q2_k;
+    case TensorType::kQ3_K: return fast_q3_k;
     default: break;
   }
 #endif
@@ -176,7 +214,7 @@ DecodeFn decoder(uint32_t type) {
 }
 
 constexpr int kG = 4;          // output rows decoded together
-constexpr int64_t kKc = 512;   // values of each row per chunk: kG rows of it stay in L1
+constexpr int64_t kKc = 256;   // values of each row per chunk: kG rows of it, and the chunk of every x row, stay in L1
 constexpr int64_t kPrefetchGroups = 2;
 #if KVSERVE_HAS_AVX512
 constexpr int kW = 16;         // floats per vector
@@ -208,24 +246,32 @@ void chunk_fma(const float* wbuf, int64_t kc, const float* x, int64_t ldx, float
 #define KVS_STORE(p, v) _mm256_storeu_ps(p, v)
 #endif
   V acc[R][kG];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int g = 0; g < kG; ++g) acc[r][g] = KVS_LOAD(part + (r * kG + g) * kW);
   for (int64_t k = 0; k < kv; k += kW) {
     V w[kG];
+#pragma GCC unroll 8
     for (int g = 0; g < kG; ++g) w[g] = KVS_LOAD(wbuf + g * kKc + k);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const V xv = KVS_LOAD(x + r * ldx + k);
+#pragma GCC unroll 8
       for (int g = 0; g < kG; ++g) acc[r][g] = KVS_FMA(xv, w[g], acc[r][g]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int g = 0; g < kG; ++g) KVS_STORE(part + (r * kG + g) * kW, acc[r][g]);
 #undef KVS_LOAD
 #undef KVS_FMA
 #undef KVS_STORE
 #else
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int g = 0; g < kG; ++g) {
       float* p = part + (r * kG + g) * kW;
       for (int64_t k = 0; k < kv; k += kW)
@@ -233,7 +279,9 @@ void chunk_fma(const float* wbuf, int64_t kc, const float* x, int64_t ldx, float
     }
 #endif
   // Rows of F32/F16/BF16 weights need not be a multiple of the vector width.
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int g = 0; g < kG; ++g)
       for (int64_t k = kv; k < kc; ++k) part[(r * kG + g) * kW] += x[r * ldx + k] * wbuf[g * kKc + k];
 }

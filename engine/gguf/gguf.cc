@@ -281,4 +281,11 @@ const void* GgufFile::tensor_data(const GgufTensorInfo& info) const {
   return base_ + data_offset_ + info.offset;
 }
 
+void GgufFile::release(const GgufTensorInfo& info) const {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const auto begin = reinterpret_cast<uintptr_t>(tensor_data(info));
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + info.n_bytes()) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 }  // namespace kvserve

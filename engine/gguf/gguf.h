@@ -89,6 +89,10 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(const std::string& name) const;
   const GgufTensorInfo& tensor(const std::string& name) const;  // throws if missing
   const void* tensor_data(const GgufTensorInfo& info) const;
+  // Tells the kernel the tensor's pages may leave this process's memory (they stay in the page
+  // cache, and reading them again faults them back): for tensors copied or decoded at load, so
+  // that the resident set is not the file plus its copy.
+  void release(const GgufTensorInfo& info) const;
 
  private:
   void parse();

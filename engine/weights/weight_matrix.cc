@@ -32,6 +32,7 @@ std::vector<float> load_float_tensor(const GgufFile& f, const TensorRef& ref) {
   const GgufTensorInfo& t = checked(f, ref);
   std::vector<float> out(t.n_elements());
   tensor_type(t.type).to_float(f.tensor_data(t), out.data(), static_cast<int64_t>(out.size()));
+  f.release(t);
   return out;
 }
 
@@ -57,6 +58,7 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
     const size_t at = w.size();
     w.resize(at + t->n_elements());
     tensor_type(t->type).to_float(f.tensor_data(*t), w.data() + at, static_cast<int64_t>(t->n_elements()));
+    f.release(*t);
   }
   const int64_t n_out = static_cast<int64_t>(w.size()) / n_in;
   return make_weight_matrix(ctx, w.data(), n_out, n_in, all_bf16 ? TensorType::kBF16 : TensorType::kF32, policy);
@@ -72,6 +74,7 @@ HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& re
   const auto bytes = static_cast<size_t>(t.n_bytes());
   uint8_t* dst = ctx.arena.allocate(bytes);
   std::memcpy(dst, f.tensor_data(t), bytes);
+  f.release(t);
   return {t.type, dst, rows, static_cast<int64_t>(bytes) / rows};
 }
 

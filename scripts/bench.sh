@@ -2,6 +2,7 @@
 # Runs kvserve's benchmarks and writes bench-results/results.md (a table) and *.json.
 #   engine: kvserve-bench-engine on the ~15M, ~110M and ~1B synthetic shapes (F32), with the
 #           machine's bandwidth and FMA peak measured in the same run
+#   weights: scripts/bench-weights.sh, the same shapes in F16 and the quantized presets
 #   serving: kvserve-bench over gRPC against a fresh server on the ~110M shape
 # --quick skips the ~1B shape (a 4 GB model) and shortens the serving runs.
 # KVSERVE_KV_DTYPE=f32|f16 (default f16, llama.cpp's default cache type, which its published
@@ -17,7 +18,7 @@ quick=0
 # The spin count serve.sh and the image use (see serve.sh).
 export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-3000}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-bench kvserve-bench-engine kvserve-mkmodel
+cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-bench kvserve-bench-engine kvserve-mkmodel kvserve-bench-quant
 mkdir -p "$out" "$build/models"
 kv_dtype="${KVSERVE_KV_DTYPE:-f16}"
 bench_engine=("$build/engine/kvserve-bench-engine" --kv-dtype "$kv_dtype")
@@ -33,6 +34,9 @@ if [ "$quick" = 0 ]; then
   "${bench_engine[@]}" --models-dir "$build/models" --dim 2048 --layers 16 --heads 16 --kv-heads 16 --ffn 5632 \
     --vocab 32000 --batches 1,4 --gen 32 --json "$out/engine-1b.json" | tee "$out/engine-1b.txt"
 fi
+
+# Weight types: F32 against F16 and the quantized presets, on the same shapes.
+"$root/scripts/bench-weights.sh" $([ "$quick" = 1 ] && echo --quick)
 
 # Serving: a fresh server per load, as llama-server was measured.
 serve_and_bench() {  # name, prefix caching (true/false), then kvserve-bench arguments

@@ -81,15 +81,16 @@ void prep_k4_block(const uint8_t* block, int first, int n, Prepared* out) {
     scales = b->scales, qs = b->qs, d16 = b->d, dmin16 = b->dmin;
   }
   const float d = quant::half_to_float(d16), dmin = quant::half_to_float(dmin16);
-  alignas(32) int32_t raw_sc[16];  // 8 scales, then 8 mins
-  for (int j = 0; j < 8; ++j) {
-    uint8_t a, m;
-    quant::k_scale_min(j, scales, &a, &m);
-    raw_sc[j] = a;
-    raw_sc[8 + j] = m;
-  }
+  // The 8 six-bit scales and mins (quant::k_scale_min's layout) unpacked in 32-bit words, so no
+  // byte stores meet a vector load.
+  uint32_t a[3];
+  std::memcpy(a, scales, 12);
+  const uint32_t sc_lo = a[0] & 0x3f3f3f3f, sc_hi = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4);
+  const uint32_t mn_lo = a[1] & 0x3f3f3f3f, mn_hi = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
+  const __m128i bytes = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(mn_lo),
+                                       static_cast<int>(mn_hi));
   // [d·scale_0..7, -dmin·min_0..7], each chunk's lanes picked from it by index.
-  const __m512 factors = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(raw_sc)), halves(d, -dmin));
+  const __m512 factors = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), halves(d, -dmin));
   const __m256i nib = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   for (int j = first; j < first + n; ++j) {
     Prepared& p = out[j - first];
@@ -118,27 +119,43 @@ void prep_k4(const uint8_t* row, int64_t c0, int n, Prepared* out) {
   }
 }
 
-void prep_q6_k_chunk(const uint8_t* row, int64_t c, Prepared& p) {
-  const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(row) + c / 4;
-  const int j = static_cast<int>(c % 4), half = j / 2, part = j % 2;
-  const __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
-  const __m256i h = load32(b->qh + 32 * half), three = _mm256_set1_epi8(3);
-  // part 0: values [q1 (32), q2 (32)]: low nibbles, qh bits 0-1 and 2-3; part 1: [q3, q4]: high
-  // nibbles, bits 4-5 and 6-7.
-  const int shift = 4 * part;
-  const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(h, shift), three);
-  const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
-  const __m512i high = _mm512_slli_epi16(join(h1, h2), 4);
-  const __m512i low = part == 0 ? _mm512_and_si512(ql, _mm512_set1_epi8(0x0F))
-                                : _mm512_and_si512(_mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
-  p.q = _mm512_or_si512(low, high);
-  // A scale per 16 values (4 lanes): scales[8·half + 4·part + 0..3].
-  const int8_t* sc = b->scales + 8 * half + 4 * part;
-  const float d = quant::half_to_float(b->d);
-  const __m128 four = _mm_setr_ps(d * sc[0], d * sc[1], d * sc[2], d * sc[3]);
-  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  p.dot_scale = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(four));
-  p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-32.0f));
+// Q6_K: the chunks of one super-block, its 16 scales converted once.
+void prep_q6_k_block(const uint8_t* block, int first, int n, Prepared* out) {
+  const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(block);
+  const __m512 scales = _mm512_mul_ps(
+      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))),
+      _mm512_set1_ps(quant::half_to_float(b->d)));
+  const __m256i three = _mm256_set1_epi8(3);
+  for (int j = first; j < first + n; ++j) {
+    Prepared& p = out[j - first];
+    const int half = j / 2, part = j % 2;
+    const __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
+    const __m256i h = load32(b->qh + 32 * half);
+    // part 0: values [q1 (32), q2 (32)]: low nibbles, qh bits 0-1 and 2-3; part 1: [q3, q4]: high
+    // nibbles, bits 4-5 and 6-7.
+    const int shift = 4 * part;
+    const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(h, shift), three);
+    const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
+    const __m512i high = _mm512_slli_epi16(join(h1, h2), 4);
+    const __m512i low = part == 0 ? _mm512_and_si512(ql, _mm512_set1_epi8(0x0F))
+                                  : _mm512_and_si512(_mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
+    p.q = _mm512_or_si512(low, high);
+    // A scale per 16 values (4 lanes): scales[8·half + 4·part + 0..3].
+    const int s0 = 8 * half + 4 * part;
+    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(s0),
+                                         _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    p.dot_scale = _mm512_permutexvar_ps(idx, scales);
+    p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-32.0f));
+  }
+}
+
+void prep_q6_k(const uint8_t* row, int64_t c0, int n, Prepared* out) {
+  for (int done = 0; done < n;) {
+    const int64_t c = c0 + done;
+    const int first = static_cast<int>(c % 4), take = std::min(4 - first, n - done);
+    prep_q6_k_block(row + (c / 4) * sizeof(quant::BlockQ6_K), first, take, out + done);
+    done += take;
+  }
 }
 
 // Chunks c0..c0+n-1 of one row into out[0..n).
@@ -154,7 +171,7 @@ PrepFn prep_for(uint32_t type) {
     case TensorType::kQ4_0: return prep_each<prep_q4_0_chunk>;
     case TensorType::kQ4_K: return prep_k4<false>;
     case TensorType::kQ5_K: return prep_k4<true>;
-    case TensorType::kQ6_K: return prep_each<prep_q6_k_chunk>;
+    case TensorType::kQ6_K: return prep_q6_k;
     default: return nullptr;
   }
 }

@@ -237,6 +237,30 @@ void fit_k_superblock(const float* x, uint8_t* levels, uint8_t* scales12, uint16
   }
 }
 
+// Q3_K and Q6_K: 16 sub-blocks of 16 fitted with signed levels; the scale of largest magnitude,
+// with its sign, is returned (the super-block factor is taken from it).
+float fit_signed_sub_blocks(const float* x, int nmax, bool refined, int8_t* levels, float* scales) {
+  float max_scale = 0, amax = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = refined ? fit_signed_refined(16, nmax, x + 16 * j, levels + 16 * j)
+                        : fit_signed(16, nmax, x + 16 * j, levels + 16 * j);
+    if (std::fabs(scales[j]) > amax) {
+      amax = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  return max_scale;
+}
+
+// Q2_K and Q3_K: 2-bit levels, four per byte, as their decoders read them. levels: [256].
+template <class Level>
+void pack_2bit(const Level* levels, uint8_t* qs) {
+  for (int j = 0; j < kQK_K; j += 128)
+    for (int l = 0; l < 32; ++l)
+      qs[j / 4 + l] = static_cast<uint8_t>(levels[j + l] | (levels[j + l + 32] << 2) | (levels[j + l + 64] << 4) |
+                                           (levels[j + l + 96] << 6));
+}
+
 }  // namespace
 
 void encode_q4_0(const float* x, void* dst, int64_t n) {
@@ -346,10 +370,7 @@ void encode_q2_k(const float* x, void* dst, int64_t n) {
       for (int l = 0; l < 16; ++l)
         levels[16 * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[16 * j + l] + dm) / d), 0, 3));
     }
-    for (int j = 0; j < kQK_K; j += 128)
-      for (int l = 0; l < 32; ++l)
-        b.qs[j / 4 + l] = static_cast<uint8_t>(levels[j + l] | (levels[j + l + 32] << 2) | (levels[j + l + 64] << 4) |
-                                               (levels[j + l + 96] << 6));
+    pack_2bit(levels, b.qs);
   }
 }
 
@@ -357,14 +378,8 @@ void encode_q3_k(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ3_K*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
     int8_t levels[kQK_K];
-    float scales[16], max_scale = 0, amax = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_signed_refined(16, 4, x + 16 * j, levels + 16 * j);
-      if (std::fabs(scales[j]) > amax) {
-        amax = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
+    float scales[16];
+    const float max_scale = fit_signed_sub_blocks(x, 4, /*refined=*/true, levels, scales);
     BlockQ3_K& b = y[i];
     std::memset(b.scales, 0, sizeof(b.scales));
     if (max_scale) {
@@ -396,10 +411,7 @@ void encode_q3_k(const float* x, void* dst, int64_t n) {
         b.hmask[j % 32] |= static_cast<uint8_t>(1 << (j / 32));
         levels[j] = static_cast<int8_t>(levels[j] - 4);
       }
-    for (int j = 0; j < kQK_K; j += 128)
-      for (int l = 0; l < 32; ++l)
-        b.qs[j / 4 + l] = static_cast<uint8_t>(levels[j + l] | (levels[j + l + 32] << 2) | (levels[j + l + 64] << 4) |
-                                               (levels[j + l + 96] << 6));
+    pack_2bit(levels, b.qs);
   }
 }
 
@@ -440,17 +452,11 @@ void encode_q6_k(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ6_K*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
     int8_t levels[kQK_K];
-    float scales[16], max_scale = 0, max_abs = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_signed(16, 32, x + 16 * j, levels + 16 * j);
-      if (std::fabs(scales[j]) > max_abs) {
-        max_abs = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
+    float scales[16];
+    const float max_scale = fit_signed_sub_blocks(x, 32, /*refined=*/false, levels, scales);
     BlockQ6_K& b = y[i];
     std::memset(&b, 0, sizeof(b));
-    if (max_abs < kGroupMaxEps) continue;
+    if (std::fabs(max_scale) < kGroupMaxEps) continue;
     const float iscale = -128.f / max_scale;
     b.d = fp32_to_fp16(1 / iscale);
     for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));

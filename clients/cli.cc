@@ -181,8 +181,9 @@ int main(int argc, char** argv) {
     std::printf("layers %d, hidden %d, heads %d, KV heads %d, head dim %d, ffn %d, vocab %d\n", r.n_layers(),
                 r.hidden_size(), r.n_heads(), r.n_kv_heads(), r.head_dim(), r.ffn_size(), r.vocab_size());
     std::printf("context: model %d, max_model_len %d\n", r.max_context(), r.max_model_len());
-    std::printf("KV bytes per token: %d x %d layers x %d KV heads x %d head dim x %d bytes = %lld\n",
-                kv.kv_factor(), kv.n_layers(), kv.n_kv_heads(), kv.head_dim(), kv.element_bytes(),
+    const std::string element = kv.has_element_size() ? kv.element_size() : std::to_string(kv.element_bytes());
+    std::printf("KV bytes per token: %d x %d layers x %d KV heads x %d head dim x %s bytes = %lld\n",
+                kv.kv_factor(), kv.n_layers(), kv.n_kv_heads(), kv.head_dim(), element.c_str(),
                 static_cast<long long>(kv.total()));
     std::printf("KV cache: %d blocks x %d tokens = %lld tokens, %.2f MiB\n", r.num_blocks(), r.block_size(),
                 static_cast<long long>(r.token_capacity()), r.kv_cache_bytes() / 1048576.0);

@@ -39,7 +39,7 @@ void log_startup(const kvserve::Engine& engine) {
                m.weight_type, m.weights_held_as, m.weight_bytes / 1048576.0, m.weight_bytes_per_step / 1048576.0);
   spdlog::info("CPU kernels: {} (model.kernels \"{}\")", m.kernels, engine.options().model.kernels);
   spdlog::info("KV cache bytes per token: 2 (K,V) x {} layers x {} KV heads x {} head dim x {} bytes = {} bytes",
-               m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_bytes, m.kv_bytes_per_token);
+               m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_size, m.kv_bytes_per_token);
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {:.2f} GiB", m.num_blocks, m.block_size,
                m.token_capacity, m.kv_total_bytes / double(1 << 30));
   spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", m.max_model_len, m.max_concurrency);

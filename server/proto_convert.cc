@@ -116,6 +116,7 @@ void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoRespon
   kv->set_n_kv_heads(i.n_head_kv);
   kv->set_head_dim(i.head_dim);
   kv->set_element_bytes(i.kv_element_bytes);
+  kv->set_element_size(i.kv_element_size);
   out->set_kv_cache_bytes(i.kv_total_bytes);
   out->set_max_concurrency(i.max_concurrency);
   out->set_weight_type(i.weight_type);

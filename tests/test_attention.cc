@@ -9,7 +9,11 @@
 #include <sstream>
 #include <vector>
 
+#include <bit>
+#include <type_traits>
+
 #include "kernels/kernel_table.h"
+#include "kv_cache/kv_storage.h"
 
 namespace kvserve {
 namespace {
@@ -22,10 +26,14 @@ struct Shape {
 class PagedAttention : public ::testing::TestWithParam<std::tuple<Shape, KernelLevel>> {};
 
 // KvT: the cache's element type. The reference uses the K and V the cache actually holds (for
-// _Float16, the inputs rounded to half precision), so the tolerance stays tight either way.
+// _Float16, the inputs rounded to half precision; for int8_t, q8_0, what the int8 values and
+// their scales decode to, each within half a step of the input), so the tolerance stays tight.
 template <class KvT>
 void check_against_dense(const Shape& shape, const KernelTable& k) {
   const auto [n_head, n_kv, hd, bs] = shape;
+  constexpr bool q8 = std::is_same_v<KvT, int8_t>;
+  const int groups = n_kv * hd / kKvQ8Group;
+  if (q8 && n_kv * hd % kKvQ8Group != 0) return;  // q8_0 needs rows of whole blocks of 32
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   // Three sequences of different lengths; from each, a chunk of its last tokens is "in the batch".
@@ -39,7 +47,9 @@ void check_against_dense(const Shape& shape, const KernelTable& k) {
   const int max_blocks = (64 + bs - 1) / bs;
   std::vector<int32_t> tables(seq_len.size() * max_blocks, -1);
   const size_t cache_n = static_cast<size_t>(num_blocks) * n_kv * bs * hd;
-  std::vector<KvT> kc(cache_n, static_cast<KvT>(NAN)), vc(cache_n, static_cast<KvT>(NAN));  // NaN: reading an unwritten slot shows
+  std::vector<KvT> kc(cache_n, static_cast<KvT>(q8 ? 0 : NAN)), vc(cache_n, static_cast<KvT>(q8 ? 0 : NAN));  // NaN: reading an unwritten slot shows
+  // q8_0 scales start as NaN (F16 0x7e00): an unwritten slot shows there.
+  std::vector<uint16_t> ks(q8 ? static_cast<size_t>(num_blocks) * bs * groups : 0, 0x7e00), vs(ks.size(), 0x7e00);
   std::vector<std::vector<float>> K(seq_len.size()), V(seq_len.size()), Q(seq_len.size());
   size_t next_block = 0;
   std::vector<int32_t> token_seq, ctx;
@@ -55,10 +65,34 @@ void check_against_dense(const Shape& shape, const KernelTable& k) {
     for (auto& x : Q[s]) x = U(rng);
     std::vector<int64_t> slots;
     for (int p = 0; p < L; ++p) slots.push_back(int64_t{tables[s * max_blocks + p / bs]} * bs + p % bs);
-    k.write_kv(kc.data())(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(), vc.data());
-    // From here on the reference sees what the cache holds.
-    for (auto& x : K[s]) x = static_cast<float>(static_cast<KvT>(x));
-    for (auto& x : V[s]) x = static_cast<float>(static_cast<KvT>(x));
+    if constexpr (q8) {
+      k.write_kv_q8(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(), vc.data(),
+                    ks.data(), vs.data());
+      // What the cache holds, decoded; each value within half a quantization step of its input.
+      for (int p = 0; p < L; ++p) {
+        const int64_t block = slots[p] / bs, off = slots[p] % bs;
+        for (int h = 0; h < n_kv; ++h)
+          for (int i = 0; i < hd; ++i) {
+            const int g = (h * hd + i) / kKvQ8Group;
+            const float dk = static_cast<float>(std::bit_cast<_Float16>(ks[(block * bs + off) * groups + g]));
+            const float dv = static_cast<float>(std::bit_cast<_Float16>(vs[(block * bs + off) * groups + g]));
+            const int64_t base = (block * n_kv + h) * bs * hd;
+            float& kx = K[s][(size_t(p) * n_kv + h) * hd + i];
+            float& vx = V[s][(size_t(p) * n_kv + h) * hd + i];
+            const float kd = kc[base + int64_t{i} * bs + off] * dk, vd = vc[base + off * hd + i] * dv;
+            ASSERT_LE(std::fabs(kd - kx), dk * 0.5f + 1e-6f);
+            ASSERT_LE(std::fabs(vd - vx), dv * 0.5f + 1e-6f);
+            kx = kd;
+            vx = vd;
+          }
+      }
+    } else {
+      k.write_kv(kc.data())(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(),
+                            vc.data());
+      // From here on the reference sees what the cache holds.
+      for (auto& x : K[s]) x = static_cast<float>(static_cast<KvT>(x));
+      for (auto& x : V[s]) x = static_cast<float>(static_cast<KvT>(x));
+    }
     for (int p = L - chunk[s]; p < L; ++p) {
       token_seq.push_back(static_cast<int32_t>(s));
       ctx.push_back(p + 1);
@@ -73,7 +107,8 @@ void check_against_dense(const Shape& shape, const KernelTable& k) {
                                            .k_cache = kc.data(), .v_cache = vc.data(), .block_tables = tables.data(),
                                            .max_blocks = max_blocks, .token_seq = token_seq.data(),
                                            .ctx_lens = ctx.data(), .n_head = n_head, .n_kv = n_kv, .head_dim = hd,
-                                           .block_size = bs, .scale = scale, .out = out.data()});
+                                           .block_size = bs, .scale = scale, .out = out.data(),
+                                           .k_scales = q8 ? ks.data() : nullptr, .v_scales = q8 ? vs.data() : nullptr});
 
   for (int64_t r = 0; r < rows; ++r) {
     const int s = token_seq[r], p = ctx[r] - 1;
@@ -103,6 +138,11 @@ TEST_P(PagedAttention, MatchesDenseCausalAttention) {
 }
 TEST_P(PagedAttention, HalfCacheMatchesDenseOnTheRoundedKV) {
   check_against_dense<_Float16>(std::get<0>(GetParam()), kernel_table(std::get<1>(GetParam())));
+}
+TEST_P(PagedAttention, Q8CacheMatchesDenseOnTheRoundedKV) {
+  const Shape& s = std::get<0>(GetParam());
+  if (s.n_kv * s.head_dim % kKvQ8Group != 0) GTEST_SKIP() << "q8_0 needs K/V rows of whole blocks of 32";
+  check_against_dense<int8_t>(std::get<0>(GetParam()), kernel_table(std::get<1>(GetParam())));
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,

@@ -46,7 +46,7 @@ TEST(Config, ErrorsNameTheField) {
       {R"({"model": {"path": "m"}, "cache": {"enable_prefix_caching": 1}})", "cache.enable_prefix_caching"},
       {R"({"model": {"path": "m"}, "cache": {"num_blocks": 99999999999}})", "cache.num_blocks"},
       {R"({"model": {"path": "m", "keep_bf16": 3}})", "model.keep_bf16"},
-      {R"({"model": {"path": "m"}, "cache": {"dtype": "int8"}})", "cache.dtype: expected \"f32\" or \"f16\""},
+      {R"({"model": {"path": "m"}, "cache": {"dtype": "int8"}})", "cache.dtype: expected \"f32\", \"f16\" or \"q8_0\""},
       {R"({"model": {"path": "m"}, "scheduler": {"max_num_seqs": -1}})", "scheduler.max_num_seqs"},
       {R"({"model": {"path": "m"}, "scheduler": {"max_num_seqs": 64, "max_num_batched_tokens": 8}})",
        "scheduler.max_num_batched_tokens"},

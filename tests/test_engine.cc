@@ -126,6 +126,44 @@ TEST(Engine, SmallCachePreemptsAndStillEqualsSolo) {
 
 TEST(Engine, SmallCachePreemptsSyntheticMha) { expect_batched_equals_solo(synthetic_mha(), 24, true); }
 
+// q8_0: 34 bytes per 32 values, so the same budget holds 64/34 = 1.88x the f16 tokens; batched
+// output still equals solo output.
+TEST(Engine, Q8KvCacheBatchEqualsSoloAndHolds188xTheTokens) {
+  const std::string model = synthetic_mha();
+  Workload w = make_workload(model, 5);
+  EngineOptions o = options(model, 0);
+  o.cache.memory_bytes = 4 << 20;
+  o.cache.dtype = "f16";
+  const int64_t f16_tokens = Engine(o).model_info().token_capacity;
+  o.cache.dtype = "q8_0";
+  Engine engine(o);
+  const ModelInfo& mi = engine.model_info();
+  EXPECT_EQ(mi.kv_element_size, "34/32");
+  EXPECT_EQ(mi.kv_bytes_per_token, 2 * 2 * 4 * 16 * 34 / 32);  // K,V x layers x KV heads x dim x 34/32
+  EXPECT_NEAR(static_cast<double>(mi.token_capacity) / f16_tokens, 64.0 / 34.0, 0.01);
+  std::vector<std::vector<int32_t>> solo;
+  for (const Request& r : w.requests) {
+    auto sink = std::make_shared<QueueSink>();
+    ASSERT_TRUE(engine.submit(r, sink).ok());
+    solo.push_back(collect(*sink).tokens);
+  }
+  auto outs = run_staggered(engine, w.requests);
+  for (size_t i = 0; i < outs.size(); ++i) EXPECT_EQ(outs[i].tokens, solo[i]) << "request " << i;
+
+  // A model whose K/V rows are not whole blocks of 32 values is refused, naming the field.
+  const std::string odd = std::string(KVSERVE_BINARY_DIR) + "/test-engine-kv36.gguf";
+  write_synthetic_llama({.dim = 36, .layers = 1, .heads = 6, .kv_heads = 6, .ffn = 32, .vocab = 300, .context = 64}, odd);
+  EngineOptions bad = options(odd, 64);
+  bad.scheduler.max_model_len = 64;
+  bad.cache.dtype = "q8_0";
+  try {
+    Engine e(bad);
+    ADD_FAILURE() << "a q8_0 cache of 36-value rows was accepted";
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("cache.dtype"), std::string::npos) << err.what();
+  }
+}
+
 TEST(Engine, HalfKvCacheBatchEqualsSoloAndHalvesBytesPerToken) {
   const std::string model = synthetic_mha();
   Workload w = make_workload(model, 5);

@@ -7,9 +7,13 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
+
+#include "kv_cache/kv_storage.h"  // kKvQ8Group
 
 KVSERVE_KERNEL_TARGET_BEGIN
 namespace kvserve::KVSERVE_KERNEL_NS {
@@ -203,6 +207,65 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
   }
 }
 
+namespace {
+// IEEE half <-> float for the q8_0 scales, exact (F16C where the level has it).
+inline float half_bits_to_float(uint16_t h) {
+#if KVSERVE_HAS_F16C
+  return _cvtsh_ss(h);
+#else
+  return static_cast<float>(std::bit_cast<_Float16>(h));
+#endif
+}
+inline uint16_t float_to_half_bits(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+
+// One row of 32 values to int8 with a scale (d = max|x| / 127), q8_0's rule. x: [32]; q: [32].
+inline uint16_t quantize32(const float* x, int8_t* q) {
+  float amax = 0.0f;
+  for (int i = 0; i < kKvQ8Group; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const uint16_t dh = float_to_half_bits(amax / 127.0f);
+  const float d = half_bits_to_float(dh), id = d > 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < kKvQ8Group; ++i)
+    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * id), -127.0f, 127.0f));
+  return dh;
+}
+
+// The q8_0 K or V slice of one (block, KV head) as floats, in the float cache's layout (kf null:
+// V only; vf null: K only). kq: [head_dim, block_size]; vq: [block_size, head_dim]; ks, vs: the
+// block's scales [block_size, groups]; kf, vf: as kq, vq.
+inline void dequantize_slices(const int8_t* kq, const int8_t* vq, const uint16_t* ks, const uint16_t* vs, int kvh,
+                              int n, int head_dim, int block_size, int groups, float* kf, float* vf) {
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < head_dim; ++d) {
+      const int g = (kvh * head_dim + d) / kKvQ8Group;
+      if (kf)
+        kf[int64_t{d} * block_size + s] =
+            static_cast<float>(kq[int64_t{d} * block_size + s]) * half_bits_to_float(ks[s * groups + g]);
+      if (vf)
+        vf[int64_t{s} * head_dim + d] =
+            static_cast<float>(vq[int64_t{s} * head_dim + d]) * half_bits_to_float(vs[s * groups + g]);
+    }
+}
+}  // namespace
+
+void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots, int n_kv,
+                 int head_dim, int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales,
+                 uint16_t* v_scales) {
+  const int width = n_kv * head_dim, groups = width / kKvQ8Group;
+  std::vector<int8_t> kq(static_cast<size_t>(width)), vq(static_cast<size_t>(width));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t block = slots[r] / block_size, off = slots[r] % block_size;
+    for (int g = 0; g < groups; ++g) {
+      k_scales[(block * block_size + off) * groups + g] = quantize32(k + r * row_stride + g * kKvQ8Group, &kq[g * kKvQ8Group]);
+      v_scales[(block * block_size + off) * groups + g] = quantize32(v + r * row_stride + g * kKvQ8Group, &vq[g * kKvQ8Group]);
+    }
+    for (int h = 0; h < n_kv; ++h) {
+      const int64_t base = (block * n_kv + h) * block_size * head_dim;
+      for (int d = 0; d < head_dim; ++d) k_cache[base + int64_t{d} * block_size + off] = kq[h * head_dim + d];
+      for (int d = 0; d < head_dim; ++d) v_cache[base + off * head_dim + d] = vq[h * head_dim + d];
+    }
+  }
+}
+
 template <class KvT>
 void paged_attention(const PagedAttentionArgs<KvT>& a) {
   const float* q = a.q;
@@ -225,6 +288,13 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
     // [group, ctx]: one per thread, kept across calls (the pool's threads live on), so a step
     // allocates nothing once the longest context has been seen.
     thread_local std::vector<float> scores;
+    // q8_0: this (token, KV head)'s K and V blocks as floats, one block at a time.
+    thread_local std::vector<float> kf, vf;
+    [[maybe_unused]] const int groups = n_kv * head_dim / kKvQ8Group;
+    if constexpr (std::is_same_v<KvT, int8_t>) {
+      kf.resize(static_cast<size_t>(block_size) * head_dim);
+      vf.resize(static_cast<size_t>(block_size) * head_dim);
+    }
 #pragma omp for schedule(dynamic, 1) collapse(2)
     for (int64_t t = 0; t < rows; ++t) {
       for (int kvh = 0; kvh < n_kv; ++kvh) {
@@ -243,9 +313,18 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           else  // the first V slice, read right after the softmax
             prefetch_slice(v_cache + (table[0] * n_kv + kvh) * block_size * head_dim, slice_bytes);
 #endif
-          for (int g = 0; g < group; ++g)
-            block_scores(qh + g * head_dim, kb, n, head_dim, block_size, scale,
-                         scores.data() + static_cast<size_t>(g) * ctx + p0);
+          if constexpr (std::is_same_v<KvT, int8_t>) {
+            dequantize_slices(kb, v_cache + (block * n_kv + kvh) * block_size * head_dim,
+                              a.k_scales + block * block_size * groups, a.v_scales + block * block_size * groups, kvh, n,
+                              head_dim, block_size, groups, kf.data(), nullptr);
+            for (int g = 0; g < group; ++g)
+              block_scores(qh + g * head_dim, kf.data(), n, head_dim, block_size, scale,
+                           scores.data() + static_cast<size_t>(g) * ctx + p0);
+          } else {
+            for (int g = 0; g < group; ++g)
+              block_scores(qh + g * head_dim, kb, n, head_dim, block_size, scale,
+                           scores.data() + static_cast<size_t>(g) * ctx + p0);
+          }
         }
         for (int g = 0; g < group; ++g) {
           float* sc = scores.data() + static_cast<size_t>(g) * ctx;
@@ -263,9 +342,18 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           if (p0 + block_size < ctx)
             prefetch_slice(v_cache + (table[p0 / block_size + 1] * n_kv + kvh) * block_size * head_dim, slice_bytes);
 #endif
-          for (int g = 0; g < group; ++g)
-            block_weighted_sum(scores.data() + static_cast<size_t>(g) * ctx + p0, vb, n, head_dim,
-                               out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim);
+          if constexpr (std::is_same_v<KvT, int8_t>) {
+            dequantize_slices(k_cache + (block * n_kv + kvh) * block_size * head_dim, vb,
+                              a.k_scales + block * block_size * groups, a.v_scales + block * block_size * groups, kvh, n,
+                              head_dim, block_size, groups, nullptr, vf.data());
+            for (int g = 0; g < group; ++g)
+              block_weighted_sum(scores.data() + static_cast<size_t>(g) * ctx + p0, vf.data(), n, head_dim,
+                                 out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim);
+          } else {
+            for (int g = 0; g < group; ++g)
+              block_weighted_sum(scores.data() + static_cast<size_t>(g) * ctx + p0, vb, n, head_dim,
+                                 out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim);
+          }
         }
       }
     }
@@ -278,6 +366,7 @@ template void write_kv<_Float16>(const float*, const float*, int64_t, int64_t, c
                                  _Float16*, _Float16*);
 template void paged_attention<float>(const PagedAttentionArgs<float>&);
 template void paged_attention<_Float16>(const PagedAttentionArgs<_Float16>&);
+template void paged_attention<int8_t>(const PagedAttentionArgs<int8_t>&);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 KVSERVE_KERNEL_TARGET_END

@@ -5,7 +5,7 @@
 
 namespace kvserve {
 
-// KvT: the cache's element type (float or _Float16).
+// KvT: the cache's element type (float, _Float16, or int8_t for q8_0 with the scales below).
 template <class KvT>
 struct PagedAttentionArgs {
   const float* q = nullptr;          // [rows, q_stride] with n_head·head_dim values from column 0
@@ -24,6 +24,10 @@ struct PagedAttentionArgs {
   // probabilities: head h's ctx_lens[t] weights go to capture[t] + h·capture_head_stride[t].
   float* const* capture = nullptr;
   const int64_t* capture_head_stride = nullptr;
+  // q8_0 only: F16 scales of each 32 values of a token's K and V rows (all KV heads side by side),
+  // [num_blocks, block_size, n_kv·head_dim / 32].
+  const uint16_t* k_scales = nullptr;
+  const uint16_t* v_scales = nullptr;
 };
 
 }  // namespace kvserve

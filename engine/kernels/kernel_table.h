@@ -35,14 +35,19 @@ struct KernelTable {
                        int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache);
   void (*write_kv_f16)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
                        int n_kv, int head_dim, int block_size, _Float16* k_cache, _Float16* v_cache);
+  void (*write_kv_q8)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
+                      int n_kv, int head_dim, int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales,
+                      uint16_t* v_scales);
   void (*paged_attention_f32)(const PagedAttentionArgs<float>& args);
   void (*paged_attention_f16)(const PagedAttentionArgs<_Float16>& args);
+  void (*paged_attention_q8)(const PagedAttentionArgs<int8_t>& args);
 
   // The KV element type's pair, for code generic over it.
   auto write_kv(float*) const { return write_kv_f32; }
   auto write_kv(_Float16*) const { return write_kv_f16; }
   void paged_attention(const PagedAttentionArgs<float>& a) const { paged_attention_f32(a); }
   void paged_attention(const PagedAttentionArgs<_Float16>& a) const { paged_attention_f16(a); }
+  void paged_attention(const PagedAttentionArgs<int8_t>& a) const { paged_attention_q8(a); }
 };
 
 // The table of `level`; the CPU must support it (cpu_supports).

@@ -23,8 +23,10 @@ const KernelTable& table() {
       .int8_path_applies = int8_path_applies,
       .write_kv_f32 = write_kv<float>,
       .write_kv_f16 = write_kv<_Float16>,
+      .write_kv_q8 = write_kv_q8,
       .paged_attention_f32 = paged_attention<float>,
       .paged_attention_f16 = paged_attention<_Float16>,
+      .paged_attention_q8 = paged_attention<int8_t>,
   };
   return t;
 }

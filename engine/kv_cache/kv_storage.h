@@ -4,21 +4,31 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "weights/huge_buffer.h"
 
 namespace kvserve {
 
+// 32 values of each token's K (and V) row, all KV heads side by side, share one F16 scale in a
+// q8_0 cache, as in llama.cpp's --cache-type-k q8_0: 34 bytes per 32 values.
+constexpr int32_t kKvQ8Group = 32;
+
 struct KvShape {
   int32_t n_layers = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
-  int32_t element_bytes = 4;  // 4: float K/V; 2: _Float16 K/V
-  // 2 (K and V) · layers · KV heads · head dim · bytes per element.
+  int32_t element_bytes = 4;  // 4: float K/V; 2: _Float16 K/V; 1: q8_0 (int8 values, F16 scales beside)
+  bool q8() const { return element_bytes == 1; }
+  // Bytes of 32 values as stored: 128, 64, or 34 (32 int8 and their scale).
+  int32_t bytes_per_32() const { return q8() ? 34 : 32 * element_bytes; }
+  // 2 (K and V) · layers · KV heads · head dim · bytes per element (34/32 for q8_0).
   int64_t bytes_per_token() const {
-    return int64_t{2} * n_layers * n_kv_heads * head_dim * element_bytes;
+    return int64_t{2} * n_layers * n_kv_heads * head_dim * bytes_per_32() / 32;
   }
+  // "4", "2", "34/32": the element size as the logs and GetModelInfo print it.
+  std::string element_size() const { return q8() ? "34/32" : std::to_string(element_bytes); }
 };
 
 class KvStorage {
@@ -30,7 +40,11 @@ class KvStorage {
   T* k(int layer) { return static_cast<T*>(k_[layer].data()); }
   template <class T>
   T* v(int layer) { return static_cast<T*>(v_[layer].data()); }
+  // q8_0: the layer's K or V scales (F16 bits), [num_blocks, block_size, n_kv·head_dim / 32].
+  uint16_t* k_scales(int layer) { return static_cast<uint16_t*>(ks_[layer].data()); }
+  uint16_t* v_scales(int layer) { return static_cast<uint16_t*>(vs_[layer].data()); }
   bool half() const { return shape_.element_bytes == 2; }
+  bool q8() const { return shape_.q8(); }
   const KvShape& shape() const { return shape_; }
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }
@@ -42,7 +56,7 @@ class KvStorage {
   KvShape shape_;
   int32_t block_size_;
   int32_t num_blocks_;
-  std::vector<HugeBuffer> k_, v_;
+  std::vector<HugeBuffer> k_, v_, ks_, vs_;
 };
 
 }  // namespace kvserve

@@ -12,14 +12,16 @@ std::vector<KvVariant> kv_what_if(const KvShapeFacts& f) {
     v.max_concurrency = static_cast<double>(v.token_capacity) / f.max_model_len;
     return v;
   };
-  auto gqa = [&](int32_t n_kv) { return int64_t{2} * f.n_layer * n_kv * f.head_dim * f.element_bytes; };
+  // Values per token to bytes: 34 per 32 (rounded up to whole blocks of 32) in a q8_0 cache.
+  auto bytes = [&](int64_t values) { return f.q8 ? (values + 31) / 32 * 34 : values * f.element_bytes; };
+  auto gqa = [&](int32_t n_kv) { return int64_t{2} * f.n_layer * bytes(int64_t{n_kv} * f.head_dim); };
   std::vector<KvVariant> out;
   out.push_back(make("as is", f.n_head_kv, gqa(f.n_head_kv)));
   out.push_back(make("MHA", f.n_head, gqa(f.n_head)));
   for (int32_t g : {2, 4, 8}) out.push_back(make("GQA-" + std::to_string(g), g, gqa(g)));
   out.push_back(make("MQA", 1, gqa(1)));
   const int64_t latent = f.mla_latent > 0 ? f.mla_latent : 4 * int64_t{f.head_dim};
-  out.push_back(make("MLA", 0, (latent + f.mla_rope) * f.n_layer * f.element_bytes));
+  out.push_back(make("MLA", 0, bytes(latent + f.mla_rope) * f.n_layer));
   return out;
 }
 

@@ -23,6 +23,7 @@ struct KvShapeFacts {
   int64_t budget_bytes;
   int32_t mla_latent = 0;  // d_c; 0 = 4 · head_dim
   int32_t mla_rope = 64;   // d_rope
+  bool q8 = false;         // q8_0 cache: 34 bytes per 32 values, element_bytes ignored
 };
 
 // bytes/token = 2 · L · n_kv · d_h · bytes for the first five; (d_c + d_rope) · L · bytes for MLA.

@@ -221,10 +221,21 @@ const float* LlamaModel::forward(const BatchInputs& in, KvStorage& kv) {
                                                  .block_size = kv.block_size(), .scale = scale, .out = attn_.data(),
                                                  .capture = capture, .capture_head_stride = cap_strides_.data()});
     };
-    if (kv.half())
+    if (kv.q8()) {
+      int8_t *kc = kv.k<int8_t>(l), *vc = kv.v<int8_t>(l);
+      k_.write_kv_q8(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), kc, vc,
+                     kv.k_scales(l), kv.v_scales(l));
+      k_.paged_attention(PagedAttentionArgs<int8_t>{
+          .q = q, .rows = T, .q_stride = qkv_dim, .k_cache = kc, .v_cache = vc, .block_tables = in.block_tables.data(),
+          .max_blocks = in.max_blocks, .token_seq = in.token_seq.data(), .ctx_lens = ctx_lens_.data(),
+          .n_head = hp_.n_head, .n_kv = hp_.n_head_kv, .head_dim = hp_.head_dim, .block_size = kv.block_size(),
+          .scale = scale, .out = attn_.data(), .capture = capture, .capture_head_stride = cap_strides_.data(),
+          .k_scales = kv.k_scales(l), .v_scales = kv.v_scales(l)});
+    } else if (kv.half()) {
       store_and_attend(kv.k<_Float16>(l), kv.v<_Float16>(l));
-    else
+    } else {
       store_and_attend(kv.k<float>(l), kv.v<float>(l));
+    }
     if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
     L.wo->forward(attn_.data(), T, x_.data(), /*accumulate=*/true);
     k_.rms_norm(x_.data(), L.ffn_norm.data(), T, D, hp_.rms_eps, h_.data());

@@ -94,8 +94,8 @@ void validate(const EngineOptions& o) {
   if (o.cache.block_size < 1 || o.cache.block_size > 1024)
     throw ConfigError("cache.block_size: must be between 1 and 1024");
   if (o.cache.num_blocks < 0) throw ConfigError("cache.num_blocks: must be >= 0");
-  if (o.cache.dtype != "f32" && o.cache.dtype != "f16")
-    throw ConfigError("cache.dtype: expected \"f32\" or \"f16\", got \"" + o.cache.dtype + "\"");
+  if (o.cache.dtype != "f32" && o.cache.dtype != "f16" && o.cache.dtype != "q8_0")
+    throw ConfigError("cache.dtype: expected \"f32\", \"f16\" or \"q8_0\", got \"" + o.cache.dtype + "\"");
   if (o.cache.num_blocks == 0 && o.cache.memory_bytes <= 0)
     throw ConfigError("cache.memory_bytes: must be positive when cache.num_blocks is 0");
   if (o.scheduler.max_num_seqs < 1) throw ConfigError("scheduler.max_num_seqs: must be >= 1");

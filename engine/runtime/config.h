@@ -37,8 +37,10 @@ struct CacheOptions {
   int32_t num_blocks = 0;                // KV blocks to allocate; 0 = derive from memory_bytes
   int64_t memory_bytes = int64_t{1} << 30;  // KV budget in bytes, used when num_blocks is 0
   bool enable_prefix_caching = true;     // reuse the KV blocks of prompt prefixes already computed
-  // K/V element type: "f32", or "f16" (half the bytes per token, so twice the tokens in the same
-  // budget and half the bytes attention reads; llama.cpp's default cache type).
+  // K/V element type: "f32"; "f16" (half the bytes per token, so twice the tokens in the same
+  // budget and half the bytes attention reads; llama.cpp's default cache type); or "q8_0" (each
+  // token's K and V rows in blocks of 32 int8 values with an F16 scale, as llama.cpp's
+  // --cache-type-k q8_0: 34/32 bytes a value, 1.88x the tokens of f16).
   std::string dtype = "f32";
 };
 

@@ -102,6 +102,13 @@ void Engine::load() {
 
   KvShape shape = model_->kv_shape();
   if (options_.cache.dtype == "f16") shape.element_bytes = 2;
+  if (options_.cache.dtype == "q8_0") {
+    shape.element_bytes = 1;
+    if (int64_t{shape.n_kv_heads} * shape.head_dim % kKvQ8Group != 0)
+      throw ConfigError("cache.dtype: \"q8_0\" stores each token's K and V rows in blocks of 32 values, but this "
+                        "model's rows have " + std::to_string(int64_t{shape.n_kv_heads} * shape.head_dim) +
+                        " (KV heads x head dim); use \"f16\"");
+  }
   const int32_t bs = options_.cache.block_size;
   int64_t num_blocks = options_.cache.num_blocks;
   if (num_blocks == 0) {
@@ -136,11 +143,14 @@ void Engine::load() {
   info_.num_blocks = kv_->num_blocks();
   info_.token_capacity = kv_->token_capacity();
   info_.kv_element_bytes = shape.element_bytes;
+  info_.kv_element_size = shape.element_size();
   info_.kv_bytes_per_token = shape.bytes_per_token();
   info_.kv_total_bytes = kv_->total_bytes();
   info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / so.max_model_len;
-  info_.kv_what_if = kv_what_if({hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, shape.element_bytes, bs,
-                                 so.max_model_len, kv_->total_bytes()});
+  KvShapeFacts facts{hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, shape.element_bytes, bs,
+                     so.max_model_len, kv_->total_bytes()};
+  facts.q8 = shape.q8();
+  info_.kv_what_if = kv_what_if(facts);
 
   // A step runs 1..max_num_batched_tokens rows; their (padded) heights are few, so every
   // primitive is ready before the first request and none is compiled mid-step.

@@ -44,7 +44,8 @@ struct ModelInfo {
   int32_t block_size = 0;
   int32_t num_blocks = 0;
   int64_t token_capacity = 0;   // num_blocks · block_size
-  int32_t kv_element_bytes = 4;
+  int32_t kv_element_bytes = 4;   // 4 (f32), 2 (f16), 1 (q8_0's int8 values)
+  std::string kv_element_size = "4";  // bytes per K/V value as stored: "4", "2", "34/32" (q8_0)
   int64_t kv_bytes_per_token = 0;  // 2 · n_layer · n_head_kv · head_dim · kv_element_bytes
   int64_t kv_total_bytes = 0;
   double max_concurrency = 0;   // full-length (max_model_len) requests that fit at once

@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   std::string kv_dtype = "f32";
   bool keep_bf16 = false;
   app.add_flag("--keep-bf16", keep_bf16, "hold BF16 weights as BF16 (model.keep_bf16)");
-  app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32 or f16")->capture_default_str();
+  app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32, f16 or q8_0")->capture_default_str();
   std::string kernels = "auto";
   app.add_option("--kernels", kernels, "CPU kernel set: auto, avx512, avx2, scalar (model.kernels)")
       ->capture_default_str();

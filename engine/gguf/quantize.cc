@@ -17,19 +17,25 @@ constexpr float kGroupMaxEps = 1e-15f;
 int nearest_int(float x) { return static_cast<int>(std::nearbyint(x)); }
 float f16_round_trip(uint16_t h) { return fp16_to_fp32(h); }
 
+// The value of largest magnitude among x[0..n), with its sign (the first such).
+float signed_absmax(const float* x, int n) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < n; ++j)
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  return max;
+}
+
 // --- Searches for the scale of a block ------------------------------------------------------
 
 // Signed levels -nmax..nmax-1 with one scale: start from the scale that maps the value of largest
 // magnitude to -nmax, then try 18 nearby scales and keep the one of least weighted squared error
 // (weights x², as ggml's rmse_type 1). levels: [n] in 0..2·nmax-1. Returns the scale.
 float fit_signed(int n, int nmax, const float* x, int8_t* levels) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i)
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::fill(levels, levels + n, 0);
     return 0.0f;
   }
@@ -63,13 +69,8 @@ float fit_signed(int n, int nmax, const float* x, int8_t* levels) {
 // Q3_K's sub-block search: signed levels -nmax..nmax-1, then up to five passes moving single
 // levels while that lowers the x²-weighted error. levels: [n] in 0..2·nmax-1.
 float fit_signed_refined(int n, int nmax, const float* x, int8_t* levels) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i)
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::fill(levels, levels + n, 0);
     return 0.0f;
   }
@@ -167,16 +168,6 @@ float fit_with_min(int n, int nmax, const float* x, const float* weights, uint8_
   return scale;
 }
 
-// The value of largest magnitude in a block of 32, with its sign.
-float signed_absmax(const float* x, int n) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < n; ++j)
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  return max;
-}
 
 void min_max(const float* x, int n, float* mn, float* mx) {
   *mn = FLT_MAX;

@@ -250,18 +250,20 @@ inline void dequantize_slices(const int8_t* kq, const int8_t* vq, const uint16_t
 void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots, int n_kv,
                  int head_dim, int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales,
                  uint16_t* v_scales) {
-  const int width = n_kv * head_dim, groups = width / kKvQ8Group;
-  std::vector<int8_t> kq(static_cast<size_t>(width)), vq(static_cast<size_t>(width));
+  const int groups = n_kv * head_dim / kKvQ8Group;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t block = slots[r] / block_size, off = slots[r] % block_size;
     for (int g = 0; g < groups; ++g) {
-      k_scales[(block * block_size + off) * groups + g] = quantize32(k + r * row_stride + g * kKvQ8Group, &kq[g * kKvQ8Group]);
-      v_scales[(block * block_size + off) * groups + g] = quantize32(v + r * row_stride + g * kKvQ8Group, &vq[g * kKvQ8Group]);
-    }
-    for (int h = 0; h < n_kv; ++h) {
-      const int64_t base = (block * n_kv + h) * block_size * head_dim;
-      for (int d = 0; d < head_dim; ++d) k_cache[base + int64_t{d} * block_size + off] = kq[h * head_dim + d];
-      for (int d = 0; d < head_dim; ++d) v_cache[base + off * head_dim + d] = vq[h * head_dim + d];
+      int8_t kq[kKvQ8Group], vq[kKvQ8Group];
+      k_scales[(block * block_size + off) * groups + g] = quantize32(k + r * row_stride + g * kKvQ8Group, kq);
+      v_scales[(block * block_size + off) * groups + g] = quantize32(v + r * row_stride + g * kKvQ8Group, vq);
+      // Value i of the group is dimension d of KV head h in the row.
+      for (int i = 0; i < kKvQ8Group; ++i) {
+        const int h = (g * kKvQ8Group + i) / head_dim, d = (g * kKvQ8Group + i) % head_dim;
+        const int64_t base = (block * n_kv + h) * block_size * head_dim;
+        k_cache[base + int64_t{d} * block_size + off] = kq[i];
+        v_cache[base + off * head_dim + d] = vq[i];
+      }
     }
   }
 }

@@ -134,17 +134,23 @@ static inline void decode_q3_k(const void* src, float* dst, int64_t n) {
   }
 }
 
+// Q4_K/Q5_K: the factor and the minimum of sub-block j, as the reference decoder forms them.
+static inline void k_factors(int j, const uint8_t* scales, float d, float dmin, float* dj, float* mj) {
+  uint8_t sc, m;
+  k_scale_min(j, scales, &sc, &m);
+  *dj = d * static_cast<float>(sc);
+  *mj = dmin * static_cast<float>(m);
+}
+
 static inline void decode_q4_k(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ4_K*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float d = half_to_float(b[i].d), dmin = half_to_float(b[i].dmin);
     const uint8_t* q = b[i].qs;
     for (int j = 0; j < 8; j += 2, q += 32, dst += 64) {
-      uint8_t sc, m;
-      k_scale_min(j, b[i].scales, &sc, &m);
-      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      k_scale_min(j + 1, b[i].scales, &sc, &m);
-      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+      float d1, m1, d2, m2;
+      k_factors(j, b[i].scales, d, dmin, &d1, &m1);
+      k_factors(j + 1, b[i].scales, d, dmin, &d2, &m2);
       for (int l = 0; l < 32; ++l) dst[l] = d1 * static_cast<float>(q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) dst[l + 32] = d2 * static_cast<float>(q[l] >> 4) - m2;
     }
@@ -158,11 +164,9 @@ static inline void decode_q5_k(const void* src, float* dst, int64_t n) {
     const uint8_t* q = b[i].qs;
     uint8_t u1 = 1, u2 = 2;
     for (int j = 0; j < 8; j += 2, q += 32, dst += 64) {
-      uint8_t sc, m;
-      k_scale_min(j, b[i].scales, &sc, &m);
-      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      k_scale_min(j + 1, b[i].scales, &sc, &m);
-      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+      float d1, m1, d2, m2;
+      k_factors(j, b[i].scales, d, dmin, &d1, &m1);
+      k_factors(j + 1, b[i].scales, d, dmin, &d2, &m2);
       for (int l = 0; l < 32; ++l)
         dst[l] = d1 * static_cast<float>((q[l] & 0xF) + ((b[i].qh[l] & u1) ? 16 : 0)) - m1;
       for (int l = 0; l < 32; ++l)

@@ -81,11 +81,9 @@ template <bool kFifthBit>
 void fast_k4(const uint8_t* scales, float d, float dmin, const uint8_t* qs, const uint8_t* qh, float* dst) {
   const __m512i low = _mm512_set1_epi32(0xF), sixteen = _mm512_set1_epi32(16);
   for (int j = 0; j < 4; ++j, qs += 32, dst += 64) {
-    uint8_t sc, m;
-    quant::k_scale_min(2 * j, scales, &sc, &m);
-    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    quant::k_scale_min(2 * j + 1, scales, &sc, &m);
-    const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+    float d1, m1, d2, m2;
+    quant::k_factors(2 * j, scales, d, dmin, &d1, &m1);
+    quant::k_factors(2 * j + 1, scales, d, dmin, &d2, &m2);
     for (int h = 0; h < 2; ++h) {
       const __m512i q = bytes16(qs + 16 * h);
       __m512i lo = _mm512_and_si512(q, low), hi = _mm512_srli_epi32(q, 4);

@@ -17,7 +17,9 @@ mkdir -p "$work/storage" "$work/run" "$work/tmp" "$work/model"
 
 # podman's settings, all inside the build folder. This machine needs: host networking (the
 # default bridge rewrites the host's iptables), runc (crun refuses the hybrid cgroups), ulimits
-# fixed in the config (the shell cannot raise its own), cgroupfs and file-based events (no systemd).
+# fixed in the config (the shell cannot raise its own), cgroupfs and file-based events (no systemd),
+# and logs in a file (where systemd is present podman would send them to journald, which a CI
+# machine may not keep, and `podman logs` would then print nothing).
 cat > "$work/storage.conf" <<EOF
 [storage]
 driver = "vfs"
@@ -28,6 +30,7 @@ cat > "$work/containers.conf" <<EOF
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
 netns = "host"
+log_driver = "k8s-file"
 [engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
@@ -93,7 +96,15 @@ expected=scalar
 has avx2 fma f16c bmi2 && expected=avx2
 has avx2 fma f16c bmi2 avx512f avx512bw avx512cd avx512dq avx512vl && expected=avx512
 "${cli[@]}" info | grep -q "$expected kernels" || { "${cli[@]}" info; echo "the image did not choose the $expected kernels"; exit 1; }
-"${podman[@]}" logs "$name" 2>&1 | grep -q "CPU kernels: $expected" || { echo "no 'CPU kernels: $expected' in the log"; exit 1; }
+# conmon copies the server's output to the log file on its own time: a few tries.
+for _ in $(seq 20); do
+  "${podman[@]}" logs "$name" > "$work/server.log" 2>&1 || true
+  grep -q "CPU kernels: $expected" "$work/server.log" && break
+  sleep 0.5
+done
+grep -q "CPU kernels: $expected" "$work/server.log" ||
+  { echo "the container's log ($(wc -l < "$work/server.log") lines):"; tail -20 "$work/server.log"
+    echo "no 'CPU kernels: $expected' in the log"; exit 1; }
 say "the portable image runs the $expected kernels, the best this CPU has"
 
 # The image's own health check (kvserve-cli inside the container) on the default port is

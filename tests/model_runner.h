@@ -1,4 +1,4 @@
-// Test helper: runs sequences straight through LlamaModel with their own block tables, in
+// Test helper: runs sequences straight through DecoderModel with their own block tables, in
 // whatever batch composition the test asks for. The engine's scheduler is not involved.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include "kv_cache/block_allocator.h"
 #include "kv_cache/block_table.h"
 #include "kv_cache/kv_storage.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 
 namespace kvserve::testing {
 
@@ -22,7 +22,7 @@ struct RunSeq {
 
 class ModelRunner {
  public:
-  ModelRunner(LlamaModel& model, int32_t block_size, int32_t num_blocks, uint32_t shuffle_seed = 0)
+  ModelRunner(DecoderModel& model, int32_t block_size, int32_t num_blocks, uint32_t shuffle_seed = 0)
       : model_(model), kv_(model.kv_shape(), block_size, num_blocks), alloc_(num_blocks) {
     // Take the blocks in a scrambled order so block tables are non-contiguous.
     if (shuffle_seed) {
@@ -84,7 +84,7 @@ class ModelRunner {
   int32_t block_size() const { return kv_.block_size(); }
 
  private:
-  LlamaModel& model_;
+  DecoderModel& model_;
   KvStorage kv_;
   BlockAllocator alloc_;
 };

@@ -1,6 +1,6 @@
 // An independent, deliberately naive Llama forward pass in double precision: dense causal
 // attention recomputed from scratch for the whole sequence, no cache, no oneDNN, no blocks.
-// It reads weights straight from the GGUF file and shares no code with LlamaModel.
+// It reads weights straight from the GGUF file and shares no code with DecoderModel.
 #pragma once
 
 #include <algorithm>

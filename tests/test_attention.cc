@@ -1,5 +1,6 @@
 // The paged attention kernel against naive dense causal attention, with block tables that are
-// shuffled and non-contiguous, mixed prompt chunks and decode tokens, and head ratios 1, 2, 8.
+// shuffled and non-contiguous, mixed prompt chunks and decode tokens, and head ratios 1, 2, 8;
+// with sliding windows and Gemma 2's soft cap.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,8 +29,10 @@ class PagedAttention : public ::testing::TestWithParam<std::tuple<Shape, KernelL
 // KvT: the cache's element type. The reference uses the K and V the cache actually holds (for
 // _Float16, the inputs rounded to half precision; for int8_t, q8_0, what the int8 values and
 // their scales decode to, each within half a step of the input), so the tolerance stays tight.
+// window, soft_cap: PagedAttentionArgs's (0: none). With a window, the blocks of each sequence
+// wholly before every batch token's window are swapped for a block of NaN: reading them shows.
 template <class KvT>
-void check_against_dense(const Shape& shape, const KernelTable& k) {
+void check_against_dense(const Shape& shape, const KernelTable& k, int window = 0, float soft_cap = 0.0f) {
   const auto [n_head, n_kv, hd, bs] = shape;
   constexpr bool q8 = std::is_same_v<KvT, int8_t>;
   const int groups = n_kv * hd / kKvQ8Group;
@@ -100,6 +103,13 @@ void check_against_dense(const Shape& shape, const KernelTable& k) {
                     Q[s].begin() + static_cast<size_t>(p + 1) * n_head * hd);
     }
   }
+  if (window > 0) {
+    const int32_t poison = free_blocks.back();  // never written: NaN (q8_0: NaN scales)
+    for (size_t s = 0; s < seq_len.size(); ++s) {
+      const int first_seen = std::max(0, seq_len[s] - chunk[s] + 1 - window);
+      for (int b = 0; (b + 1) * bs <= first_seen; ++b) tables[s * max_blocks + b] = poison;
+    }
+  }
   const int64_t rows = static_cast<int64_t>(token_seq.size());
   std::vector<float> out(rows * n_head * hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -107,26 +117,29 @@ void check_against_dense(const Shape& shape, const KernelTable& k) {
                                            .k_cache = kc.data(), .v_cache = vc.data(), .block_tables = tables.data(),
                                            .max_blocks = max_blocks, .token_seq = token_seq.data(),
                                            .ctx_lens = ctx.data(), .n_head = n_head, .n_kv = n_kv, .head_dim = hd,
-                                           .block_size = bs, .scale = scale, .out = out.data(),
+                                           .block_size = bs, .scale = scale, .window = window,
+                                           .soft_cap = soft_cap, .out = out.data(),
                                            .k_scales = q8 ? ks.data() : nullptr, .v_scales = q8 ? vs.data() : nullptr});
 
   for (int64_t r = 0; r < rows; ++r) {
     const int s = token_seq[r], p = ctx[r] - 1;
     for (int h = 0; h < n_head; ++h) {
       const int kh = h / (n_head / n_kv);
-      std::vector<double> w(p + 1);
+      const int first = window > 0 ? std::max(0, p - window + 1) : 0;
+      std::vector<double> w(p + 1, 0.0);
       double mx = -1e300, sum = 0;
-      for (int u = 0; u <= p; ++u) {
+      for (int u = first; u <= p; ++u) {
         double dot = 0;
         for (int i = 0; i < hd; ++i)
           dot += double(Q[s][(size_t(p) * n_head + h) * hd + i]) * K[s][(size_t(u) * n_kv + kh) * hd + i];
         w[u] = dot * scale;
+        if (soft_cap > 0) w[u] = soft_cap * std::tanh(w[u] / soft_cap);
         mx = std::max(mx, w[u]);
       }
-      for (auto& e : w) sum += (e = std::exp(e - mx));
+      for (int u = first; u <= p; ++u) sum += (w[u] = std::exp(w[u] - mx));
       for (int i = 0; i < hd; ++i) {
         double ref = 0;
-        for (int u = 0; u <= p; ++u) ref += w[u] / sum * V[s][(size_t(u) * n_kv + kh) * hd + i];
+        for (int u = first; u <= p; ++u) ref += w[u] / sum * V[s][(size_t(u) * n_kv + kh) * hd + i];
         ASSERT_NEAR(out[(r * n_head + h) * hd + i], ref, 1e-5) << "row " << r << " head " << h;
       }
     }
@@ -143,6 +156,15 @@ TEST_P(PagedAttention, Q8CacheMatchesDenseOnTheRoundedKV) {
   const Shape& s = std::get<0>(GetParam());
   if (s.n_kv * s.head_dim % kKvQ8Group != 0) GTEST_SKIP() << "q8_0 needs K/V rows of whole blocks of 32";
   check_against_dense<int8_t>(std::get<0>(GetParam()), kernel_table(std::get<1>(GetParam())));
+}
+
+// A sliding window of 7 (not a whole number of blocks) and a soft cap that bends the scores.
+TEST_P(PagedAttention, SlidingWindowAndSoftCapMatchDense) {
+  const KernelTable& k = kernel_table(std::get<1>(GetParam()));
+  check_against_dense<float>(std::get<0>(GetParam()), k, 7, 0.5f);
+  check_against_dense<_Float16>(std::get<0>(GetParam()), k, 7, 0.0f);
+  check_against_dense<float>(std::get<0>(GetParam()), k, 0, 0.5f);
+  check_against_dense<int8_t>(std::get<0>(GetParam()), k, 20, 0.5f);  // returns at once for rows not of whole q8_0 blocks
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,

@@ -49,7 +49,7 @@ struct Workload {
 // without the engine (straight through the model, one sequence at a time).
 Workload make_workload(const std::string& model_path, uint32_t seed) {
   GgufFile file(model_path);
-  LlamaModel model(file);
+  DecoderModel model(file);
   const int V = model.hparams().n_vocab;
   testing::ModelRunner runner(model, 8, 512);
   std::mt19937 rng(seed);

@@ -6,7 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "model/synthetic.h"
 #include "test_support.h"
 
@@ -80,7 +80,7 @@ TEST(Gguf, EveryTruncationIsAnErrorNotACrash) {
     write_bytes(tmp("cut"), bytes.substr(0, cut));
     try {
       GgufFile f(tmp("cut"));
-      LlamaModel m(f);
+      DecoderModel m(f);
       ADD_FAILURE() << "a file cut at " << cut << " of " << bytes.size() << " bytes loaded";
     } catch (const GgufError& e) {
       EXPECT_NE(std::string(e.what()).find(tmp("cut")), std::string::npos) << e.what();
@@ -130,7 +130,7 @@ TEST(Gguf, ModelErrorsNameTensorTypeAndKey) {
     write_bytes(tmp("model"), bytes);
     try {
       GgufFile f(tmp("model"));
-      LlamaModel m(f);
+      DecoderModel m(f);
       ADD_FAILURE() << "no error; expected '" << fragment << "'";
     } catch (const GgufError& e) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "gguf/gguf.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "model/synthetic.h"
 #include "model_runner.h"
 #include "reference_llama.h"
@@ -34,7 +34,7 @@ int argmax(const std::vector<float>& v) {
 void expect_matches_reference(const std::string& path, const std::vector<int32_t>& prompt, int n_new,
                               double tol, bool keep_bf16 = false) {
   GgufFile file(path);
-  LlamaModel model(file, WeightPolicy{.keep_bf16 = keep_bf16});
+  DecoderModel model(file, WeightPolicy{.keep_bf16 = keep_bf16});
   // Weights held in BF16 (CPUs that multiply BF16 natively) round each product's input to BF16:
   // the reference does the same, and the tolerance allows for F32 against float64 accumulation
   // moving an input across a BF16 rounding boundary now and then.
@@ -82,14 +82,14 @@ TEST(ModelVsReference, SyntheticShapes) {
   // Kept as BF16 (where the CPU multiplies BF16 natively; elsewhere this is the F32 path again).
   expect_matches_reference(temp_model(bf16, "ref-bf16"), {1, 3, 4}, 8, 1e-4, /*keep_bf16=*/true);
   std::printf("BF16 weights with model.keep_bf16 held as %s\n",
-              tensor_type_name(LlamaModel(GgufFile(temp_model(bf16, "ref-bf16")), WeightPolicy{.keep_bf16 = true}).hparams().held_as));
+              tensor_type_name(DecoderModel(GgufFile(temp_model(bf16, "ref-bf16")), WeightPolicy{.keep_bf16 = true}).hparams().held_as));
 }
 
 // Runs each sequence alone, then all of them together with staggered starts, chunked prompts
 // and decodes in the same steps; logits must agree at every position.
 void expect_batched_equals_sequential(const std::string& path, int block_size) {
   GgufFile file(path);
-  LlamaModel model(file);
+  DecoderModel model(file);
   const int V = model.hparams().n_vocab;
   std::vector<std::vector<int32_t>> prompts;
   for (int s = 0; s < 6; ++s) {
@@ -161,7 +161,7 @@ TEST(Synthetic, MkmodelOutputRunsAndIsDeterministic) {
   const std::string a = temp_model(spec, "det-a"), b = temp_model(spec, "det-b");
   EXPECT_EQ(testing::read_text(a), testing::read_text(b));
   GgufFile file(a);
-  LlamaModel model(file);
+  DecoderModel model(file);
   Tokenizer tok(file);
   EXPECT_EQ(model.hparams().n_head_kv, 2);
   ModelRunner runner(model, 16, 16);

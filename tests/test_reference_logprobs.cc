@@ -7,103 +7,14 @@
 // small-batch path), through an F32 KV cache as the reference used.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
-#include <cmath>
-#include <fstream>
-
-#include "kv_cache/block_allocator.h"
-#include "kv_cache/block_table.h"
 #include "gguf/quant_presets.h"
 #include "kernels/kernel_table.h"
 #include "model/model.h"
+#include "logprob_reference.h"
 #include "test_support.h"
 
 namespace kvserve {
 namespace {
-
-using nlohmann::json;
-
-const json& references() {
-  static const json j = [] {
-    std::ifstream in(testing::shared_model("reference-logprobs.json"));
-    return in ? json::parse(in) : json();
-  }();
-  return j;
-}
-
-// log p(tokens[i] | tokens[<i]) for i = 1..n-1; the first `prefill` tokens in one step.
-// element_bytes: the KV cache's (4 f32, as the references used; 2 f16; 1 q8_0).
-std::vector<double> teacher_forced(Model& model, const std::vector<int32_t>& tokens, int64_t prefill,
-                                   int32_t element_bytes = 4) {
-  const int32_t block = 16, blocks = static_cast<int32_t>(tokens.size() / block + 2);
-  KvShape shape = model.kv_shape();
-  shape.element_bytes = element_bytes;
-  KvStorage kv(shape, block, blocks);
-  BlockAllocator alloc(blocks);
-  BlockTable table(block);
-  std::vector<double> out;
-  const int32_t V = model.hparams().n_vocab;
-  for (int64_t start = 0; start + 1 < static_cast<int64_t>(tokens.size());) {
-    const int64_t n = start == 0 ? prefill : 1;
-    EXPECT_TRUE(table.grow_to(start + n, alloc));
-    BatchInputs in;
-    in.max_blocks = static_cast<int32_t>(table.blocks().size());
-    in.block_tables.assign(table.blocks().begin(), table.blocks().end());
-    for (int64_t p = start; p < start + n; ++p) {
-      in.tokens.push_back(tokens[p]);
-      in.positions.push_back(static_cast<int32_t>(p));
-      in.token_seq.push_back(0);
-      in.slots.push_back(table.slot(p));
-      in.logit_rows.push_back(static_cast<int32_t>(p - start));
-    }
-    const float* logits = model.forward(in, kv);
-    for (int64_t r = 0; r < n; ++r) {
-      const float* row = logits + r * V;
-      double mx = row[0];
-      for (int32_t v = 1; v < V; ++v) mx = std::max<double>(mx, row[v]);
-      double sum = 0.0;
-      for (int32_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
-      out.push_back(double(row[tokens[start + r + 1]]) - mx - std::log(sum));
-    }
-    start += n;
-  }
-  return out;
-}
-
-struct Compare {
-  double mean_abs = 0, mean_ours = 0, mean_ref = 0;
-};
-
-// Our log-probabilities of the reference text on model_path against llama.cpp's on reference_key.
-Compare compare_path(const std::string& model_path, const std::string& reference_key, KernelLevel level,
-                     bool int8_activations = true) {
-  const json& ref = references()["models"][reference_key]["visible1"];
-  const std::vector<int32_t> tokens = ref["token_ids"].get<std::vector<int32_t>>();
-  const std::vector<double> want = ref["logprobs"].get<std::vector<double>>();
-  GgufFile f(model_path);
-  ModelLoadOptions opt;
-  opt.kernels = &kernel_table(level);
-  opt.weights.int8_activations = int8_activations;
-  auto model = load_model(f, opt);
-  const std::vector<double> got = teacher_forced(*model, tokens, static_cast<int64_t>(tokens.size()) / 2);
-  EXPECT_EQ(got.size(), want.size());
-  Compare c;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    c.mean_abs += std::fabs(got[i] - want[i]);
-    c.mean_ours += got[i];
-    c.mean_ref += want[i];
-  }
-  c.mean_abs /= static_cast<double>(got.size());
-  c.mean_ours /= static_cast<double>(got.size());
-  c.mean_ref /= static_cast<double>(got.size());
-  return c;
-}
-
-Compare compare(const std::string& model_key, const std::string& reference_key, KernelLevel level,
-                bool int8_activations = true) {
-  return compare_path(testing::shared_model(model_key), reference_key, level, int8_activations);
-}
 
 class QuantFiles : public ::testing::TestWithParam<std::tuple<const char*, KernelLevel>> {};
 

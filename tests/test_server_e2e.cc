@@ -11,7 +11,7 @@
 #include "gguf/gguf.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvserve.grpc.pb.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "model_runner.h"
 #include "reference_llama.h"
 #include "server_process.h"
@@ -106,7 +106,7 @@ class ServerE2E : public ::testing::Test {
   }
   std::vector<int32_t> solo(const std::string& prompt, int n) {
     GgufFile file(shared_model("stories260K.gguf"));
-    LlamaModel model(file);
+    DecoderModel model(file);
     Tokenizer tok(file);
     testing::ModelRunner runner(model, 8, 256);
     return runner.greedy(tok.encode(prompt, true), n);

@@ -14,7 +14,7 @@
 
 #include "gguf/gguf.h"
 #include "kvserve.grpc.pb.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "model_runner.h"
 #include "server_process.h"
 #include "test_support.h"
@@ -51,7 +51,7 @@ void soak(const std::vector<std::string>& extra_args, bool expect_preemption) {
   std::map<std::pair<int, int>, std::vector<int32_t>> solo;
   {
     GgufFile file(shared_model("stories260K.gguf"));
-    LlamaModel model(file);
+    DecoderModel model(file);
     Tokenizer tok(file);
     testing::ModelRunner runner(model, 8, 128);
     for (size_t p = 0; p < prompts.size(); ++p) {

@@ -1,7 +1,7 @@
 // stories260K (a real Llama model with GQA) against the public greedy reference outputs of
 // llama2.c: 200 and 256 tokens from BOS alone must be reproduced exactly.
 #include "gguf/gguf.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 #include "model_runner.h"
 #include "test_support.h"
 #include "text/tokenizer.h"
@@ -15,7 +15,7 @@ using testing::shared_model;
 TEST(Stories260K, HyperparametersFromGguf) {
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
   GgufFile file(shared_model("stories260K.gguf"));
-  auto hp = LlamaHparams::from_gguf(file);
+  auto hp = DecoderHparams::from_gguf(file);
   EXPECT_EQ(hp.n_layer, 5);
   EXPECT_EQ(hp.n_embd, 64);
   EXPECT_EQ(hp.n_head, 8);
@@ -25,7 +25,7 @@ TEST(Stories260K, HyperparametersFromGguf) {
   EXPECT_EQ(hp.n_vocab, 512);
   EXPECT_EQ(hp.rope_dim, 8);
   EXPECT_FLOAT_EQ(hp.rope_base, 10000.0f);
-  EXPECT_EQ(LlamaModel(file).kv_shape().bytes_per_token(), 2 * 5 * 4 * 8 * 4);
+  EXPECT_EQ(DecoderModel(file).kv_shape().bytes_per_token(), 2 * 5 * 4 * 8 * 4);
 }
 
 class StoriesGreedy : public ::testing::TestWithParam<int> {};
@@ -35,7 +35,7 @@ TEST_P(StoriesGreedy, ReproducesLlama2cOutput) {
   const std::string expected_file = n == 200 ? "stories260K.expected.txt" : "stories260K.expected.n256.txt";
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
   GgufFile file(shared_model("stories260K.gguf"));
-  LlamaModel model(file);
+  DecoderModel model(file);
   Tokenizer tok(file);
   // Small blocks in shuffled order: the sequence spans many non-contiguous blocks.
   testing::ModelRunner runner(model, 16, 64, /*shuffle_seed=*/7);

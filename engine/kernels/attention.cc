@@ -301,11 +301,15 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
     for (int64_t t = 0; t < rows; ++t) {
       for (int kvh = 0; kvh < n_kv; ++kvh) {
         const int ctx = ctx_lens[t];
+        // Positions start..ctx-1 are seen; scores are kept from the start of start's block (base),
+        // those before start set to zero after the softmax.
+        const int start = a.window > 0 ? std::max(0, ctx - a.window) : 0;
+        const int base = start / block_size * block_size, span = ctx - base, skip = start - base;
         const int32_t* table = block_tables + static_cast<int64_t>(token_seq[t]) * max_blocks;
-        if (scores.size() < static_cast<size_t>(group) * ctx) scores.resize(static_cast<size_t>(group) * ctx);
+        if (scores.size() < static_cast<size_t>(group) * span) scores.resize(static_cast<size_t>(group) * span);
         const float* qh = q + t * q_stride + static_cast<int64_t>(kvh) * group * head_dim;
 
-        for (int p0 = 0; p0 < ctx; p0 += block_size) {
+        for (int p0 = base; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
           const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
           const int n = std::min(block_size, ctx - p0);
@@ -313,7 +317,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           if (p0 + block_size < ctx)
             prefetch_slice(k_cache + (table[p0 / block_size + 1] * n_kv + kvh) * block_size * head_dim, slice_bytes);
           else  // the first V slice, read right after the softmax
-            prefetch_slice(v_cache + (table[0] * n_kv + kvh) * block_size * head_dim, slice_bytes);
+            prefetch_slice(v_cache + (table[base / block_size] * n_kv + kvh) * block_size * head_dim, slice_bytes);
 #endif
           if constexpr (std::is_same_v<KvT, int8_t>) {
             dequantize_slices(kb, v_cache + (block * n_kv + kvh) * block_size * head_dim,
@@ -321,22 +325,28 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
                               head_dim, block_size, groups, kf.data(), nullptr);
             for (int g = 0; g < group; ++g)
               block_scores(qh + g * head_dim, kf.data(), n, head_dim, block_size, scale,
-                           scores.data() + static_cast<size_t>(g) * ctx + p0);
+                           scores.data() + static_cast<size_t>(g) * span + (p0 - base));
           } else {
             for (int g = 0; g < group; ++g)
               block_scores(qh + g * head_dim, kb, n, head_dim, block_size, scale,
-                           scores.data() + static_cast<size_t>(g) * ctx + p0);
+                           scores.data() + static_cast<size_t>(g) * span + (p0 - base));
           }
         }
         for (int g = 0; g < group; ++g) {
-          float* sc = scores.data() + static_cast<size_t>(g) * ctx;
-          softmax_inplace(sc, ctx);
-          if (capture && capture[t])
-            std::copy(sc, sc + ctx, capture[t] + (static_cast<int64_t>(kvh) * group + g) * capture_head_stride[t]);
+          float* sc = scores.data() + static_cast<size_t>(g) * span;
+          if (a.soft_cap > 0.0f)
+            for (int i = skip; i < span; ++i) sc[i] = a.soft_cap * std::tanh(sc[i] / a.soft_cap);
+          softmax_inplace(sc + skip, ctx - start);
+          std::fill(sc, sc + skip, 0.0f);
+          if (capture && capture[t]) {
+            float* c = capture[t] + (static_cast<int64_t>(kvh) * group + g) * capture_head_stride[t];
+            std::fill(c, c + base, 0.0f);
+            std::copy(sc, sc + span, c + base);
+          }
           float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim;
           std::fill(o, o + head_dim, 0.0f);
         }
-        for (int p0 = 0; p0 < ctx; p0 += block_size) {
+        for (int p0 = base; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
           const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
           const int n = std::min(block_size, ctx - p0);
@@ -349,11 +359,11 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
                               a.k_scales + block * block_size * groups, a.v_scales + block * block_size * groups, kvh, n,
                               head_dim, block_size, groups, nullptr, vf.data());
             for (int g = 0; g < group; ++g)
-              block_weighted_sum(scores.data() + static_cast<size_t>(g) * ctx + p0, vf.data(), n, head_dim,
+              block_weighted_sum(scores.data() + static_cast<size_t>(g) * span + (p0 - base), vf.data(), n, head_dim,
                                  out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim);
           } else {
             for (int g = 0; g < group; ++g)
-              block_weighted_sum(scores.data() + static_cast<size_t>(g) * ctx + p0, vb, n, head_dim,
+              block_weighted_sum(scores.data() + static_cast<size_t>(g) * span + (p0 - base), vb, n, head_dim,
                                  out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim);
           }
         }

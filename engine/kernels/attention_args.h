@@ -19,6 +19,10 @@ struct PagedAttentionArgs {
   const int32_t* ctx_lens = nullptr;   // [rows] cached positions each token sees (its position + 1)
   int n_head = 0, n_kv = 0, head_dim = 0, block_size = 0;
   float scale = 1.0f;                // applied to q·k
+  // Sliding window: a token at position p sees positions p - window + 1 .. p only; 0 sees all.
+  // Blocks wholly before a token's window are never read (they may have been released).
+  int window = 0;
+  float soft_cap = 0.0f;             // > 0: each scaled score s becomes soft_cap · tanh(s / soft_cap)
   float* out = nullptr;              // [rows, n_head·head_dim]
   // May be null: [rows] pointers, each null or the place for that token's attention
   // probabilities: head h's ctx_lens[t] weights go to capture[t] + h·capture_head_stride[t].

@@ -16,10 +16,17 @@ struct KernelTable {
   KernelLevel level;
   // kernels/ops.h
   void (*rms_norm)(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
-  void (*rope_angles)(const int32_t* positions, int64_t rows, int rot_dim, float base, float* cos_sin);
+  void (*rope_angles)(const int32_t* positions, int64_t rows, int rot_dim, float base, float freq_scale,
+                      const float* freq_factors, float* cos_sin);
   void (*rope)(float* x, int64_t rows, int64_t row_stride, const float* cos_sin, int n_heads, int head_dim,
-               int rot_dim);
+               int rot_dim, bool neox);
+  void (*layer_norm)(const float* x, const float* w, const float* b, int64_t rows, int64_t dim, float eps,
+                     float* out);
   void (*silu_mul)(const float* gate_up, int64_t rows, int64_t ff, float* out);
+  void (*gelu_mul)(const float* gate_up, int64_t rows, int64_t ff, float* out);
+  void (*gelu)(const float* x, int64_t n, float* out);
+  void (*add_bias)(float* x, int64_t rows, int64_t row_stride, const float* bias, int64_t n);
+  void (*soft_cap)(float* x, int64_t n, float cap);
   void (*embed)(const float* table, const int32_t* ids, int64_t rows, int64_t dim, float* out);
   void (*exp_array)(const float* x, int64_t n, float* out);
   // kernels/small_batch_matmul.h

@@ -7,6 +7,28 @@ namespace {
 const std::vector<ArchSpec>& specs() {
   static const std::vector<ArchSpec> all = {
       ArchSpec{.name = "llama"},
+      ArchSpec{.name = "qwen2", .rope = RopeLayout::kNeox, .attn_biases = true},
+      ArchSpec{.name = "phi3",
+               .rope = RopeLayout::kNeox,
+               .fused_qkv = true,
+               .fused_gate_up = true,
+               .windowed = WindowedLayers::kAll},
+      ArchSpec{.name = "gemma2",
+               .rope = RopeLayout::kNeox,
+               .ffn = FfnKind::kGeGluTanh,
+               .post_norms = true,
+               .scale_embedding = true,
+               .attn_logit_softcap = true,
+               .final_logit_softcap = true,
+               .windowed = WindowedLayers::kEven,
+               .query_scale = QueryScale::kGemma2},
+      ArchSpec{.name = "gpt2",
+               .norm = NormKind::kLayer,
+               .rope = RopeLayout::kNone,
+               .ffn = FfnKind::kGelu,
+               .attn_biases = true,
+               .fused_qkv = true,
+               .learned_positions = true},
   };
   return all;
 }

@@ -1,7 +1,7 @@
 #include "model/model.h"
 
 #include "model/arch_spec.h"
-#include "model/llama_model.h"
+#include "model/decoder_model.h"
 
 namespace kvserve {
 
@@ -12,8 +12,8 @@ std::unique_ptr<Model> load_model(const GgufFile& f, const ModelLoadOptions& o) 
   const ArchSpec* spec = find_arch_spec(arch);
   if (!spec)
     throw GgufError(f.path() + ": unsupported architecture '" + arch + "' (supported: " + implemented_architectures() + ")");
-  // Every spec today is a llama-style decoder (RMSNorm, rotary, SwiGLU, separate Q/K/V).
-  return std::make_unique<LlamaModel>(f, o.weights, kernels);
+  // One decoder serves every spec; an architecture that needs more gets its own Model here.
+  return std::make_unique<DecoderModel>(f, o.weights, kernels);
 }
 
 }  // namespace kvserve

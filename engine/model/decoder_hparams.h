@@ -1,0 +1,35 @@
+// The hyperparameters of a decoder, read from the GGUF keys of its architecture
+// (<arch>.embedding_length, ...) as its ArchSpec says. Every key under the architecture's prefix
+// must be one this build understands and every value one it implements: anything else is
+// refused at load, naming the key, rather than silently ignored.
+#pragma once
+
+#include <string>
+
+#include "gguf/gguf.h"
+#include "model/arch_spec.h"
+#include "model/model.h"
+
+namespace kvserve {
+
+struct DecoderHparams : ModelHparams {
+  const ArchSpec* spec = nullptr;
+  int32_t q_dim = 0;             // n_head · head_dim (not always n_embd: Gemma 2's key_length)
+  int32_t rope_dim = 0;          // <arch>.rope.dimension_count (default: head_dim)
+  float rope_base = 10000.0f;    // <arch>.rope.freq_base
+  float rope_freq_scale = 1.0f;  // 1 / <arch>.rope.scaling.factor for linear scaling
+  float norm_eps = 1e-5f;        // layer_norm_rms_epsilon or layer_norm_epsilon, by the spec's norm
+  float attn_scale = 1.0f;       // multiplies q·k
+  float embed_scale = 1.0f;      // multiplies the token embedding
+  float attn_soft_cap = 0.0f;    // <arch>.attn_logit_softcapping (0: none)
+  float final_soft_cap = 0.0f;   // <arch>.final_logit_softcapping (0: none)
+  bool tied_output = false;      // no output.weight: the embedding doubles as the classifier
+
+  // The window of layer l's attention (0: it sees every position).
+  int32_t window_of(int layer) const;
+
+  // GgufError names the file and the key, tensor or value that is missing, wrong or not implemented.
+  static DecoderHparams from_gguf(const GgufFile& file);
+};
+
+}  // namespace kvserve

@@ -1,0 +1,326 @@
+#include "model/decoder_model.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "weights/compute_context.h"
+
+namespace kvserve {
+namespace {
+
+template <typename T>
+void grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// The tensors a model reads, so that those it did not read can be refused by name.
+class TensorUse {
+ public:
+  explicit TensorUse(const GgufFile& f) : f_(f) {}
+  const std::string& use(const std::string& name) { return *used_.insert(name).first; }
+  std::vector<TensorRef> use(std::vector<TensorRef> parts) {
+    for (const TensorRef& p : parts) use(p.name);
+    return parts;
+  }
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+  std::vector<float> floats(const TensorRef& ref) {
+    use(ref.name);
+    return load_float_tensor(f_, ref);
+  }
+  // The tensor as floats if the file has it, else empty.
+  std::vector<float> optional(const std::string& name, uint64_t n) {
+    return has(name) ? floats({name, {n}}) : std::vector<float>{};
+  }
+  // Biases of stacked projections as one vector ([Σ sizes]), zeros where a part has none;
+  // empty when no part has one.
+  std::vector<float> stacked(const std::vector<std::pair<std::string, uint64_t>>& parts) {
+    std::vector<float> out;
+    uint64_t total = 0, at = 0;
+    bool any = false;
+    for (const auto& [name, n] : parts) {
+      total += n;
+      any = any || has(name);
+    }
+    if (!any) return out;
+    out.assign(total, 0.0f);
+    for (const auto& [name, n] : parts) {
+      if (has(name)) {
+        const std::vector<float> b = floats({name, {n}});
+        std::copy(b.begin(), b.end(), out.begin() + static_cast<int64_t>(at));
+      }
+      at += n;
+    }
+    return out;
+  }
+  void refuse_unused(const std::string& arch) const {
+    for (const GgufTensorInfo& t : f_.tensors())
+      if (!used_.count(t.name))
+        throw GgufError(f_.path() + ": tensor '" + t.name + "' is not used by this build's '" + arch +
+                        "' decoder (not implemented)");
+  }
+
+ private:
+  const GgufFile& f_;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const KernelTable& kernels)
+    : hp_(DecoderHparams::from_gguf(f)), k_(kernels), ctx_(std::make_unique<ComputeContext>(kernels)) {
+  const ArchSpec& spec = *hp_.spec;
+  const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff, qd = hp_.q_dim;
+  const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
+  TensorUse use(f);
+  auto matrix = [&](std::vector<TensorRef> parts) { return make_weight_matrix(*ctx_, f, use.use(parts), policy); };
+  auto norm = [&](const std::string& name) {
+    Norm n;
+    n.w = use.floats({name + ".weight", {d}});
+    if (spec.norm == NormKind::kLayer) n.b = use.floats({name + ".bias", {d}});
+    return n;
+  };
+  const TensorRef embd{use.use("token_embd.weight"), {d, v}};
+  if (hp_.weight_type == TensorType::kF32 || hp_.weight_type == TensorType::kBF16) {
+    embedding_ = load_float_tensor(f, embd);
+    if (hp_.tied_output) output_ = make_weight_matrix(*ctx_, embedding_.data(), v, d, hp_.weight_type, policy);
+  } else {
+    embedding_held_ = hold_tensor(*ctx_, f, embd);
+    if (hp_.tied_output) output_ = make_held_matrix(*ctx_, {embedding_held_}, hp_.n_embd, policy);
+  }
+  if (spec.learned_positions) positions_ = use.floats({"position_embd.weight", {d, uint64_t(hp_.max_positions)}});
+  if (spec.rope != RopeLayout::kNone && use.has("rope_freqs.weight"))
+    rope_freqs_ = use.floats({"rope_freqs.weight", {uint64_t(hp_.rope_dim / 2)}});
+  out_norm_ = norm("output_norm");
+  if (!hp_.tied_output) output_ = matrix({{"output.weight", {d, v}}});
+  output_bias_ = use.optional("output.bias", v);
+  hp_.held_as = output_->held_as();
+  layers_.resize(hp_.n_layer);
+  for (int l = 0; l < hp_.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    Layer& L = layers_[l];
+    L.attn_norm = norm(p + "attn_norm");
+    L.ffn_norm = norm(p + "ffn_norm");
+    if (spec.post_norms) {
+      L.post_attn_norm = norm(p + "post_attention_norm");
+      L.post_ffn_norm = norm(p + "post_ffw_norm");
+    }
+    // Q, K and V share one matmul: their rows stacked as one [q_dim + 2·kvd, d] matrix (or the
+    // file's fused tensor, stacked the same way); so do the gate and up projections.
+    if (spec.fused_qkv) {
+      L.qkv = matrix({{p + "attn_qkv.weight", {d, qd + 2 * kvd}}});
+      L.qkv_bias = use.optional(p + "attn_qkv.bias", qd + 2 * kvd);
+    } else {
+      L.qkv = matrix({{p + "attn_q.weight", {d, qd}}, {p + "attn_k.weight", {d, kvd}}, {p + "attn_v.weight", {d, kvd}}});
+      L.qkv_bias = use.stacked({{p + "attn_q.bias", qd}, {p + "attn_k.bias", kvd}, {p + "attn_v.bias", kvd}});
+    }
+    if (spec.attn_biases && L.qkv_bias.empty())
+      throw GgufError(f.path() + ": missing tensor '" + p + (spec.fused_qkv ? "attn_qkv.bias'" : "attn_q.bias'"));
+    L.wo = matrix({{p + "attn_output.weight", {qd, d}}});
+    L.wo_bias = use.optional(p + "attn_output.bias", d);
+    if (spec.ffn == FfnKind::kGelu) {
+      L.gate_up = matrix({{p + "ffn_up.weight", {d, ff}}});
+      L.gate_up_bias = use.optional(p + "ffn_up.bias", ff);
+    } else if (spec.fused_gate_up) {
+      L.gate_up = matrix({{p + "ffn_up.weight", {d, 2 * ff}}});
+      L.gate_up_bias = use.optional(p + "ffn_up.bias", 2 * ff);
+    } else {
+      L.gate_up = matrix({{p + "ffn_gate.weight", {d, ff}}, {p + "ffn_up.weight", {d, ff}}});
+      L.gate_up_bias = use.stacked({{p + "ffn_gate.bias", ff}, {p + "ffn_up.bias", ff}});
+    }
+    L.down = matrix({{p + "ffn_down.weight", {ff, d}}});
+    L.down_bias = use.optional(p + "ffn_down.bias", d);
+  }
+  use.refuse_unused(hp_.architecture);
+
+  std::map<TensorType, int64_t> file, held;
+  for (const GgufTensorInfo& t : f.tensors()) file[t.type] += static_cast<int64_t>(t.n_bytes());
+  const auto count = [&](const WeightMatrix& m) {
+    m.count_bytes(held);
+    hp_.bytes_per_step += m.bytes();
+  };
+  for (const Layer& L : layers_)
+    for (const auto* m : {L.qkv.get(), L.wo.get(), L.gate_up.get(), L.down.get()}) count(*m);
+  count(*output_);
+  if (!hp_.tied_output) {  // the embedding's memory besides the matrices (one row a token is read)
+    if (embedding_held_.data)
+      held[embedding_held_.type] += embedding_held_.rows * embedding_held_.row_bytes;
+    else
+      held[TensorType::kF32] += static_cast<int64_t>(embedding_.size() * sizeof(float));
+  }
+  // Norms, biases and position tables, all held as F32.
+  auto floats = [](const Norm& n) { return static_cast<int64_t>(n.w.size() + n.b.size()); };
+  int64_t small = floats(out_norm_) + static_cast<int64_t>(output_bias_.size() + positions_.size() + rope_freqs_.size());
+  for (const Layer& L : layers_)
+    small += floats(L.attn_norm) + floats(L.ffn_norm) + floats(L.post_attn_norm) + floats(L.post_ffn_norm) +
+             static_cast<int64_t>(L.qkv_bias.size() + L.wo_bias.size() + L.gate_up_bias.size() + L.down_bias.size());
+  held[TensorType::kF32] += small * static_cast<int64_t>(sizeof(float));
+  for (const auto& [type, n] : held) hp_.weight_bytes += n;
+  hp_.file_types = tensor_type_mix(file);
+  hp_.held_types = tensor_type_mix(held);
+}
+
+DecoderModel::~DecoderModel() = default;
+
+void DecoderModel::warm_up(int64_t max_rows) {
+  const bool post = hp_.spec->post_norms;  // the residual add is fused unless a post-norm comes first
+  for (Layer& L : layers_) {
+    L.qkv->prepare(max_rows, false);
+    L.wo->prepare(max_rows, !post);
+    L.gate_up->prepare(max_rows, false);
+    L.down->prepare(max_rows, !post);
+  }
+  output_->prepare(max_rows, false);
+}
+
+void DecoderModel::norm(const Norm& n, const float* x, int64_t rows, float* out) const {
+  if (n.b.empty())
+    k_.rms_norm(x, n.w.data(), rows, hp_.n_embd, hp_.norm_eps, out);
+  else
+    k_.layer_norm(x, n.w.data(), n.b.data(), rows, hp_.n_embd, hp_.norm_eps, out);
+}
+
+void DecoderModel::add_to_residual(WeightMatrix& w, const std::vector<float>& bias, const Norm& post_norm,
+                                   const float* in, int64_t rows) {
+  const int64_t D = hp_.n_embd;
+  if (post_norm.w.empty()) {  // x += W·in + b, the add fused into the matmul
+    w.forward(in, rows, x_.data(), /*accumulate=*/true);
+    if (!bias.empty()) k_.add_bias(x_.data(), rows, D, bias.data(), D);
+    return;
+  }
+  w.forward(in, rows, h_.data());  // x += post_norm(W·in + b)
+  if (!bias.empty()) k_.add_bias(h_.data(), rows, D, bias.data(), D);
+  norm(post_norm, h_.data(), rows, h_.data());
+  k_.add_bias(x_.data(), 1, rows * D, h_.data(), rows * D);
+}
+
+void DecoderModel::zero_masked_heads(const BatchInputs& in, int layer, int64_t rows) {
+  const int64_t hd = hp_.head_dim, width = hp_.q_dim;
+  for (int64_t t = 0; t < rows; ++t) {
+    const uint8_t* mask = in.head_mask[t];
+    if (!mask) continue;
+    for (int h = 0; h < hp_.n_head; ++h)
+      if (mask[layer * hp_.n_head + h]) std::fill_n(attn_.data() + t * width + h * hd, hd, 0.0f);
+  }
+}
+
+void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q, float* k, float* v, int64_t qkv_dim) {
+  const int64_t T = in.size();
+  float* const* capture = nullptr;
+  if (!in.attn_capture.empty()) {
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t n = in.attn_capture_len[t];
+      cap_ptrs_[t] = in.attn_capture[t] ? in.attn_capture[t] + int64_t{l} * hp_.n_head * n * n : nullptr;
+    }
+    capture = cap_ptrs_.data();
+  }
+  // Store this step's K/V, then attend; KvT is the cache's element type.
+  auto args = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
+    return PagedAttentionArgs<KvT>{.q = q, .rows = T, .q_stride = qkv_dim, .k_cache = k_cache, .v_cache = v_cache,
+                                   .block_tables = in.block_tables.data(), .max_blocks = in.max_blocks,
+                                   .token_seq = in.token_seq.data(), .ctx_lens = ctx_lens_.data(),
+                                   .n_head = hp_.n_head, .n_kv = hp_.n_head_kv, .head_dim = hp_.head_dim,
+                                   .block_size = kv.block_size(), .scale = hp_.attn_scale,
+                                   .window = hp_.window_of(l), .soft_cap = hp_.attn_soft_cap, .out = attn_.data(),
+                                   .capture = capture, .capture_head_stride = cap_strides_.data()};
+  };
+  auto store_and_attend = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
+    k_.write_kv(k_cache)(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache,
+                         v_cache);
+    k_.paged_attention(args(k_cache, v_cache));
+  };
+  if (kv.q8()) {
+    int8_t *kc = kv.k<int8_t>(l), *vc = kv.v<int8_t>(l);
+    k_.write_kv_q8(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), kc, vc,
+                   kv.k_scales(l), kv.v_scales(l));
+    PagedAttentionArgs<int8_t> a = args(kc, vc);
+    a.k_scales = kv.k_scales(l);
+    a.v_scales = kv.v_scales(l);
+    k_.paged_attention(a);
+  } else if (kv.half()) {
+    store_and_attend(kv.k<_Float16>(l), kv.v<_Float16>(l));
+  } else {
+    store_and_attend(kv.k<float>(l), kv.v<float>(l));
+  }
+}
+
+const float* DecoderModel::forward(const BatchInputs& in, KvStorage& kv) {
+  const ArchSpec& spec = *hp_.spec;
+  const int64_t T = in.size(), D = hp_.n_embd, F = hp_.n_ff;
+  const int64_t q_dim = hp_.q_dim, kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
+  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  const int64_t gu_dim = spec.ffn == FfnKind::kGelu ? F : 2 * F;
+  const int64_t R = static_cast<int64_t>(in.logit_rows.size());
+  // The matmuls' inputs and outputs hold their padded row counts (see WeightMatrix::padded_rows).
+  const int64_t Tp = WeightMatrix::padded_rows(T), Rp = WeightMatrix::padded_rows(R);
+  grow(x_, Tp * D);
+  grow(h_, Tp * D);
+  grow(qkv_, Tp * qkv_dim);
+  grow(attn_, Tp * q_dim);
+  grow(gu_, Tp * gu_dim);
+  grow(act_, Tp * F);
+  grow(last_, Rp * D);
+  grow(logits_, Rp * hp_.n_vocab);
+  grow(ctx_lens_, T);
+  if (spec.rope != RopeLayout::kNone) {
+    grow(rope_cs_, T * hp_.rope_dim);
+    k_.rope_angles(in.positions.data(), T, hp_.rope_dim, hp_.rope_base, hp_.rope_freq_scale,
+                   rope_freqs_.empty() ? nullptr : rope_freqs_.data(), rope_cs_.data());
+  }
+  for (int64_t t = 0; t < T; ++t) ctx_lens_[t] = in.positions[t] + 1;
+  if (!in.attn_capture.empty()) {
+    cap_ptrs_.resize(T);
+    cap_strides_.resize(T);
+    for (int64_t t = 0; t < T; ++t) cap_strides_[t] = int64_t{in.attn_capture_len[t]} * in.attn_capture_len[t];
+  }
+
+  if (embedding_held_.data)
+    for (int64_t t = 0; t < T; ++t) embedding_held_.decode_row(in.tokens[t], x_.data() + t * D, D);
+  else
+    k_.embed(embedding_.data(), in.tokens.data(), T, D, x_.data());
+  if (hp_.embed_scale != 1.0f)
+    for (int64_t i = 0; i < T * D; ++i) x_[i] *= hp_.embed_scale;
+  // Positions past the table cannot come: the context length is capped at its rows (hparams).
+  for (int64_t t = 0; !positions_.empty() && t < T; ++t)
+    k_.add_bias(x_.data() + t * D, 1, D, positions_.data() + int64_t{in.positions[t]} * D, D);
+
+  const bool rope = spec.rope != RopeLayout::kNone, neox = spec.rope == RopeLayout::kNeox;
+  for (int l = 0; l < hp_.n_layer; ++l) {
+    Layer& L = layers_[l];
+    norm(L.attn_norm, x_.data(), T, h_.data());
+    L.qkv->forward(h_.data(), T, qkv_.data());
+    if (!L.qkv_bias.empty()) k_.add_bias(qkv_.data(), T, qkv_dim, L.qkv_bias.data(), qkv_dim);
+    float* q = qkv_.data();
+    float* k = q + q_dim;
+    float* v = k + kv_dim;
+    if (rope) {
+      k_.rope(q, T, qkv_dim, rope_cs_.data(), hp_.n_head, hp_.head_dim, hp_.rope_dim, neox);
+      k_.rope(k, T, qkv_dim, rope_cs_.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim, neox);
+    }
+    attend(in, kv, l, q, k, v, qkv_dim);
+    if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
+    add_to_residual(*L.wo, L.wo_bias, L.post_attn_norm, attn_.data(), T);
+
+    norm(L.ffn_norm, x_.data(), T, h_.data());
+    L.gate_up->forward(h_.data(), T, gu_.data());
+    if (!L.gate_up_bias.empty()) k_.add_bias(gu_.data(), T, gu_dim, L.gate_up_bias.data(), gu_dim);
+    switch (spec.ffn) {
+      case FfnKind::kSwiGlu: k_.silu_mul(gu_.data(), T, F, act_.data()); break;
+      case FfnKind::kGeGluTanh: k_.gelu_mul(gu_.data(), T, F, act_.data()); break;
+      case FfnKind::kGelu: k_.gelu(gu_.data(), T * F, act_.data()); break;
+    }
+    add_to_residual(*L.down, L.down_bias, L.post_ffn_norm, act_.data(), T);
+  }
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(last_.data() + r * D, x_.data() + int64_t{in.logit_rows[r]} * D, D * sizeof(float));
+  norm(out_norm_, last_.data(), R, last_.data());
+  output_->forward(last_.data(), R, logits_.data());
+  const int64_t V = hp_.n_vocab;
+  if (!output_bias_.empty()) k_.add_bias(logits_.data(), R, V, output_bias_.data(), V);
+  if (hp_.final_soft_cap > 0.0f) k_.soft_cap(logits_.data(), R * V, hp_.final_soft_cap);
+  return logits_.data();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,77 @@
+// One decoder-only transformer for every architecture in arch_spec.cc: the spec's fields pick
+// the norm (RMS or LayerNorm), the rotary layout (adjacent pairs, NEOX, none: learned
+// positions), the FFN (SwiGLU, GELU-gated, plain GELU), fused or separate projections, biases,
+// Gemma 2's post-norms and soft caps, and sliding-window layers. Weights are loaded once;
+// forward() runs a mixed batch.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "kernels/kernel_table.h"
+#include "kv_cache/kv_storage.h"
+#include "model/batch.h"
+#include "model/decoder_hparams.h"
+#include "model/model.h"
+#include "weights/weight_matrix.h"
+
+namespace kvserve {
+
+class DecoderModel final : public Model {
+ public:
+  // Reads hyperparameters and weights; GgufError names the key or tensor that is wrong, and
+  // any tensor of the file the architecture does not use.
+  // policy: how weights are held and multiplied (weights/weight_matrix.h).
+  // kernels: the kernel set every step runs (default: the best this CPU supports).
+  explicit DecoderModel(const GgufFile& file, const WeightPolicy& policy = {},
+                        const KernelTable& kernels = kernel_table(best_supported_level()));
+  ~DecoderModel() override;
+
+  const ModelHparams& hparams() const override { return hp_; }
+  const DecoderHparams& decoder_hparams() const { return hp_; }
+  KvShape kv_shape() const override { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, 4}; }
+  const float* forward(const BatchInputs& in, KvStorage& kv) override;
+  void warm_up(int64_t max_rows) override;
+  KernelLevel kernels() const override { return k_.level; }
+
+ private:
+  // A norm's weight, and its bias for LayerNorm (empty for RMSNorm); empty weight: absent.
+  struct Norm {
+    std::vector<float> w, b;
+  };
+  struct Layer {
+    Norm attn_norm, ffn_norm, post_attn_norm, post_ffn_norm;
+    std::unique_ptr<WeightMatrix> qkv, wo, gate_up, down;
+    std::vector<float> qkv_bias, wo_bias, gate_up_bias, down_bias;  // empty where the file has none
+  };
+
+  void norm(const Norm& n, const float* x, int64_t rows, float* out) const;
+  // x_ += post_norm(w·in + bias) for the rows; an empty bias or post-norm is left out. h_ is scratch.
+  void add_to_residual(WeightMatrix& w, const std::vector<float>& bias, const Norm& post_norm, const float* in,
+                       int64_t rows);
+  void attend(const BatchInputs& in, KvStorage& kv, int layer, float* q, float* k, float* v, int64_t qkv_dim);
+  // Head ablation: zeroes, in attn_, the outputs of the heads each token's mask names at this layer.
+  void zero_masked_heads(const BatchInputs& in, int layer, int64_t rows);
+
+  DecoderHparams hp_;
+  const KernelTable& k_;
+  std::unique_ptr<ComputeContext> ctx_;
+  std::vector<float> embedding_;  // [n_vocab, n_embd] when the file's is F32 or BF16
+  HeldRows embedding_held_;       // otherwise as stored, each token's row decoded on lookup
+  std::vector<float> positions_;  // [max_positions, n_embd] learned position embeddings, or empty
+  std::vector<float> rope_freqs_; // [rope_dim / 2] Llama 3's per-frequency divisors, or empty
+  Norm out_norm_;
+  std::unique_ptr<WeightMatrix> output_;
+  std::vector<float> output_bias_;
+  std::vector<Layer> layers_;
+  // Activations, grown to the largest batch seen and reused (no allocation per step).
+  std::vector<float> x_, h_, qkv_, attn_, gu_, act_, last_, logits_;
+  std::vector<float> rope_cs_;  // [T, rope_dim] this step's rotary cos/sin pairs, shared by all layers
+  std::vector<int32_t> ctx_lens_;
+  std::vector<float*> cap_ptrs_;     // [T] this layer's attention-capture destinations
+  std::vector<int64_t> cap_strides_; // [T] their head strides
+};
+
+}  // namespace kvserve

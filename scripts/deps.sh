@@ -27,8 +27,10 @@ KVSERVE_BUILD_PACKAGES=(
 #   clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz), run for a bounded time by test.sh.
 #   openssl: the TLS test makes its own certificate. python3-yaml: the Kubernetes manifest check.
 #   chromium: renders the attention report headless (tests/attention_report_browser_test.sh).
+#   python3-regex: Python's `regex` module, the independent runner of Llama 3's and Qwen2's
+#   pre-tokenizer patterns (tests/test_pre_tokenizer_regex.py).
 KVSERVE_TEST_PACKAGES=(
-  python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium
+  python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex
 )
 # The container test: builds and runs the Dockerfile without a Docker daemon.
 KVSERVE_CONTAINER_PACKAGES=(buildah podman runc debootstrap uidmap slirp4netns fuse-overlayfs)

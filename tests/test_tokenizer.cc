@@ -5,6 +5,7 @@
 
 #include "gguf/gguf.h"
 #include "test_support.h"
+#include "text/pre_tokenizer.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -82,10 +83,19 @@ TEST_P(VocabTest, DecodeInvertsEncodeAndStreamsWholeCharacters) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabs, VocabTest,
-                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"),
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf",
+                                           "vocab/ggml-vocab-deepseek-coder.gguf", "vocab/ggml-vocab-deepseek-llm.gguf",
+                                           "vocab/ggml-vocab-falcon.gguf", "vocab/ggml-vocab-mpt.gguf",
+                                           "vocab/ggml-vocab-refact.gguf", "vocab/ggml-vocab-starcoder.gguf",
+                                           "vocab/ggml-vocab-phi-3.gguf"),
                          [](const auto& info) {
-                           return std::string(info.param).find("gpt") != std::string::npos ? "Gpt2"
-                                                                                            : "LlamaSpm";
+                           // "vocab/ggml-vocab-deepseek-coder.gguf" -> "deepseek_coder"
+                           std::string n = info.param;
+                           n = n.substr(n.rfind("ggml-vocab-") + 11);
+                           n = n.substr(0, n.find(".gguf"));
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
                          });
 
 TEST(Tokenizer, SpmKnownStrings) {
@@ -127,6 +137,61 @@ TEST(Utf8, TakesCompleteCharactersOnly) {
   EXPECT_FALSE(utf8_is_valid("\xED\xA0\x80"));  // a surrogate
   EXPECT_FALSE(utf8_is_valid("\xC0\x80"));      // overlong
   EXPECT_TRUE(utf8_is_valid("\xF0\x9F\xA6\x99"));
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+int32_t id_of(const Tokenizer& tok, const std::string& text) {
+  for (int32_t id = 0; id < tok.vocab_size(); ++id)
+    if (tok.token_text(id) == text) return id;
+  return -1;
+}
+
+// Phi-3's chat markers are control tokens: prompt text spelling them becomes them (as
+// llama.cpp's server and vLLM read prompts), unless special parsing is off; <|end|> ends a
+// generation as EOS does, <|user|> does not.
+TEST(Tokenizer, ControlTokensInTextAndTheEndOfGenerationSet) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("vocab/ggml-vocab-phi-3.gguf"));
+  GgufFile file(shared_model("vocab/ggml-vocab-phi-3.gguf"));
+  Tokenizer tok(file);
+  const int32_t user = id_of(tok, "<|user|>"), end = id_of(tok, "<|end|>");
+  ASSERT_GE(user, 0);
+  ASSERT_GE(end, 0);
+  const std::vector<int32_t> with = tok.encode("<|user|>\nHi there<|end|>", false, true);
+  ASSERT_GE(with.size(), 3u);
+  EXPECT_EQ(with.front(), user);
+  EXPECT_EQ(with.back(), end);
+  // Between them, the text as it tokenizes alone after a special token (with SentencePiece's
+  // dummy prefix, as llama.cpp adds it there).
+  const std::vector<int32_t> middle = tok.encode("\nHi there", false, true);
+  EXPECT_EQ(std::vector<int32_t>(with.begin() + 1, with.end() - 1), middle);
+  const std::vector<int32_t> without = tok.encode("<|user|>\nHi there<|end|>", false, false);
+  EXPECT_EQ(std::count(without.begin(), without.end(), user), 0);
+  EXPECT_EQ(std::count(without.begin(), without.end(), end), 0);
+  EXPECT_EQ(tok.decode(without), "<|user|>\nHi there<|end|>");
+
+  EXPECT_TRUE(tok.is_end_of_generation(tok.eos_id()));
+  EXPECT_TRUE(tok.is_end_of_generation(end));
+  EXPECT_FALSE(tok.is_end_of_generation(user));
+  EXPECT_FALSE(tok.is_end_of_generation(id_of(tok, "Hi")));
+}
+
+TEST(PreTokenizer, UnknownNameIsRefusedNamingItAndTheKnownOnes) {
+  try {
+    PreTokenizer p("tekken-9");
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'tekken-9'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("llama-bpe"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(PreTokenizer("").name(), "default");  // no tokenizer.ggml.pre: llama.cpp's default
+  for (const char* n : {"default", "gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "falcon", "mpt",
+                        "starcoder", "refact", "gpt-neox", "olmo", "smollm"})
+    EXPECT_NO_THROW(PreTokenizer{n}) << n;
 }
 
 }  // namespace

@@ -385,7 +385,7 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
   s.tokens.push_back(token);
   ++generation_tokens_total_;
 
-  const bool eos = token == tokenizer_->eos_id() && !sp.ignore_eos;
+  const bool eos = tokenizer_->is_end_of_generation(token) && !sp.ignore_eos;
   const bool stop_token = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
   if (eos || stop_token) {
     finish(&s, FinishReason::kStop, {}, std::move(ev));

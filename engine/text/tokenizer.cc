@@ -1,5 +1,6 @@
 #include "text/tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "gguf/gguf.h"
@@ -67,6 +68,9 @@ Tokenizer::Tokenizer(const GgufFile& file) {
   else
     add_space_prefix_ = spm;
   if (add_bos_ && bos_id_ < 0) add_bos_ = false;
+  if (const GgufValue* v = file.find("tokenizer.ggml.add_eos_token")) add_eos_ = v->as_bool("tokenizer.ggml.add_eos_token");
+  if (add_eos_ && eos_id_ < 0) add_eos_ = false;
+  init_special(file);
 
   for (int b = 0; b < 256; ++b) byte_tokens_[b] = -1;
   if (spm) {
@@ -87,14 +91,73 @@ int32_t Tokenizer::find(const std::string& text) const {
   return it == index_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+void Tokenizer::init_special(const GgufFile& file) {
+  const int32_t n = vocab_size();
+  for (int32_t id = 0; id < n; ++id) {
+    const TokenKind k = kinds_[id];
+    if ((k == TokenKind::kControl || k == TokenKind::kUserDefined || k == TokenKind::kUnknown) && !tokens_[id].empty())
+      special_.push_back(id);
+  }
+  std::stable_sort(special_.begin(), special_.end(),
+                   [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
+  eog_.assign(n, 0);
+  const auto mark = [&](int32_t id) {
+    if (id >= 0 && id < n && !eog_[id]) {
+      eog_[id] = 1;
+      eog_ids_.push_back(id);
+    }
+  };
+  mark(eos_id_);
+  mark(optional_id(file, "tokenizer.ggml.eot_token_id", -1, n));
+  mark(optional_id(file, "tokenizer.ggml.eom_token_id", -1, n));
+  // The end-of-turn tokens of the chat formats, by their text, as llama.cpp finds them.
+  for (const char* t : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+                        "_<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>"})
+    mark(find(t));
+}
+
+std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text, bool parse_special) const {
+  std::vector<Fragment> frags = {{text}};
+  // Longest special text first, so that a token is never cut by a shorter one it contains.
+  for (int32_t id : special_) {
+    if (!parse_special && kinds_[id] != TokenKind::kUserDefined) continue;
+    const std::string& t = tokens_[id];
+    std::vector<Fragment> next;
+    for (const Fragment& f : frags) {
+      if (f.token >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      size_t pos = 0;
+      for (size_t at; (at = f.text.find(t, pos)) != std::string_view::npos; pos = at + t.size()) {
+        if (at > pos) next.push_back({f.text.substr(pos, at - pos)});
+        next.push_back({{}, id});
+      }
+      if (pos < f.text.size()) next.push_back({f.text.substr(pos)});
+    }
+    frags.swap(next);
+  }
+  return frags;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   std::vector<int32_t> out;
-  if (add_bos && add_bos_) out.push_back(bos_id_);
-  if (text.empty()) return out;
-  if (model_ == Model::kSpm)
-    encode_spm(text, out);
-  else
-    encode_bpe(text, out);
+  if (add_special && add_bos_) out.push_back(bos_id_);
+  // SentencePiece's dummy prefix goes before the first piece of text and each piece after a
+  // special token, as llama.cpp adds it.
+  bool after_special = true;
+  for (const Fragment& f : text.empty() ? std::vector<Fragment>{} : partition(text, parse_special)) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      after_special = true;
+    } else if (model_ == Model::kSpm) {
+      encode_spm(f.text, add_space_prefix_ && after_special, out);
+      after_special = false;
+    } else {
+      encode_bpe(f.text, out);
+    }
+  }
+  if (add_special && add_eos_) out.push_back(eos_id_);
   return out;
 }
 

@@ -12,6 +12,7 @@
 namespace kvserve {
 
 class GgufFile;
+class PreTokenizer;
 
 enum class TokenKind : int32_t {
   kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
@@ -25,8 +26,11 @@ class Tokenizer {
   explicit Tokenizer(const GgufFile& file);
   ~Tokenizer();
 
-  // Text to token ids. add_bos adds BOS when the vocab asks for it (add_bos_token).
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // Text to token ids. add_special adds BOS and EOS where the vocab asks for them
+  // (add_bos_token, add_eos_token). Text spelling a user-defined token is always that token;
+  // with parse_special, so is text spelling a control token ("<|im_start|>"), as llama.cpp's
+  // server and vLLM read prompts.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = true) const;
   // Token ids to text; control tokens are skipped and broken UTF-8 becomes U+FFFD.
   std::string decode(const std::vector<int32_t>& ids) const;
 
@@ -40,12 +44,23 @@ class Tokenizer {
   int32_t bos_id() const { return bos_id_; }
   int32_t eos_id() const { return eos_id_; }
   bool adds_bos() const { return add_bos_; }
+  bool adds_eos() const { return add_eos_; }
+  // Whether generating `id` ends the generation: EOS, EOT, EOM, and the end-of-turn tokens
+  // llama.cpp recognises by their text (<|eot_id|>, <|im_end|>, <end_of_turn>, ...).
+  bool is_end_of_generation(int32_t id) const { return id >= 0 && id < vocab_size() && eog_[id]; }
+  const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }
   // SentencePiece drops the dummy-prefix space of the first piece when decoding.
   bool strips_first_space() const { return model_ == Model::kSpm && add_space_prefix_; }
 
  private:
-  struct BpeRegex;
-  void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
+  // A piece of the text, or a special token found in it.
+  struct Fragment {
+    std::string_view text;
+    int32_t token = -1;  // >= 0: this token, text unused
+  };
+  std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
+  void init_special(const GgufFile& file);
+  void encode_spm(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void bpe_word(const std::string& word, std::vector<int32_t>& out) const;
   void init_bpe(const GgufFile& file);
@@ -61,11 +76,15 @@ class Tokenizer {
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
   bool add_bos_ = false;
+  bool add_eos_ = false;
+  std::vector<int32_t> special_;  // user-defined, control and unknown tokens, longest text first
+  std::vector<uint8_t> eog_;      // [n_vocab] 1: ends generation
+  std::vector<int32_t> eog_ids_;
   bool add_space_prefix_ = true;
   int32_t byte_tokens_[256];  // SPM <0xXX> tokens, or gpt2 single-byte tokens
   std::vector<std::string> byte_to_unicode_;  // gpt2: byte -> its printable stand-in
   std::unordered_map<char32_t, uint8_t> unicode_to_byte_;
-  std::shared_ptr<const BpeRegex> regex_;  // shared_ptr: its deleter lives where BpeRegex is complete
+  std::shared_ptr<const PreTokenizer> pre_;  // gpt2: tokenizer.ggml.pre's (shared_ptr: complete where it is made)
 };
 
 // Turns a stream of generated token ids into text without ever emitting half a UTF-8

@@ -1,20 +1,16 @@
-// Byte-level BPE for `gpt2` vocabularies: the GPT-2 pre-tokenizer regex splits the text (PCRE2
-// with Unicode properties), each piece's bytes are mapped to printable stand-ins, and merges are
-// applied lowest rank first, leftmost first among equals.
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
+// Byte-level BPE for `gpt2` vocabularies: the pre-tokenizer of tokenizer.ggml.pre splits the
+// text, each piece's bytes are mapped to printable stand-ins, and merges are applied lowest rank
+// first, leftmost first among equals.
 #include <queue>
+#include <stdexcept>
 
 #include "gguf/gguf.h"
+#include "text/pre_tokenizer.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
 namespace kvserve {
 namespace {
-
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct Bigram {
   int left;
@@ -31,21 +27,6 @@ struct BigramOrder {
 };
 
 }  // namespace
-
-struct Tokenizer::BpeRegex {
-  pcre2_code* code = nullptr;
-  BpeRegex() {
-    int err = 0;
-    PCRE2_SIZE off = 0;
-    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2Pattern), PCRE2_ZERO_TERMINATED,
-                         PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, nullptr);
-    if (!code) throw std::runtime_error("GPT-2 pre-tokenizer regex failed to compile");
-    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional speed-up; falls back if unavailable
-  }
-  ~BpeRegex() { pcre2_code_free(code); }
-  BpeRegex(const BpeRegex&) = delete;
-  BpeRegex& operator=(const BpeRegex&) = delete;
-};
 
 void Tokenizer::init_bpe(const GgufFile& file) {
   // GPT-2's byte <-> printable character table: printable Latin-1 bytes stand for themselves,
@@ -68,7 +49,14 @@ void Tokenizer::init_bpe(const GgufFile& file) {
                       "' is not two pieces separated by a space");
     merge_rank_.emplace(m, static_cast<int>(i));
   }
-  regex_ = std::make_shared<const BpeRegex>();
+  // A vocabulary without the key is run as llama.cpp runs it: with its default pre-tokenizer.
+  std::string pre;
+  if (const GgufValue* v = file.find("tokenizer.ggml.pre")) pre = v->as_string("tokenizer.ggml.pre");
+  try {
+    pre_ = std::make_shared<const PreTokenizer>(pre);
+  } catch (const std::invalid_argument& e) {
+    throw GgufError(file.path() + ": tokenizer.ggml.pre: " + e.what());
+  }
 }
 
 std::string Tokenizer::bpe_token_bytes(const std::string& text) const {
@@ -96,22 +84,17 @@ std::string Tokenizer::bpe_token_bytes(const std::string& text) const {
 }
 
 void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(regex_->code, nullptr);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    int rc = pcre2_match(regex_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), pos, 0,
-                         md, nullptr);
-    if (rc < 0) {
-      // No further match (only malformed bytes left): those bytes form a word of their own.
-      bpe_word(std::string(text.substr(pos)), out);
-      break;
+  for (std::string_view piece : pre_->split(text)) {
+    if (pre_->ignore_merges()) {
+      std::string mapped;
+      for (unsigned char b : piece) mapped += byte_to_unicode_[b];
+      if (const int32_t id = find(mapped); id >= 0) {
+        out.push_back(id);
+        continue;
+      }
     }
-    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-    if (ov[0] > pos) bpe_word(std::string(text.substr(pos, ov[0] - pos)), out);
-    bpe_word(std::string(text.substr(ov[0], ov[1] - ov[0])), out);
-    pos = ov[1] > ov[0] ? ov[1] : ov[0] + 1;
+    bpe_word(std::string(piece), out);
   }
-  pcre2_match_data_free(md);
 }
 
 void Tokenizer::bpe_word(const std::string& word, std::vector<int32_t>& out) const {

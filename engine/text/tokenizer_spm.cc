@@ -32,10 +32,10 @@ struct BigramOrder {
 
 }  // namespace
 
-void Tokenizer::encode_spm(std::string_view raw, std::vector<int32_t>& out) const {
+void Tokenizer::encode_spm(std::string_view raw, bool space_prefix, std::vector<int32_t>& out) const {
   std::string text;
   text.reserve(raw.size() + 8);
-  if (add_space_prefix_) text += "\xE2\x96\x81";
+  if (space_prefix) text += "\xE2\x96\x81";
   for (char c : raw) {
     if (c == ' ')
       text += "\xE2\x96\x81";

@@ -43,6 +43,14 @@ void log_startup(const kvserve::Engine& engine) {
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {:.2f} GiB", m.num_blocks, m.block_size,
                m.token_capacity, m.kv_total_bytes / double(1 << 30));
   spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", m.max_model_len, m.max_concurrency);
+  if (m.every_layer_windowed)
+    spdlog::info("sliding window: every layer sees its last {} positions; blocks behind it are released, so a "
+                 "request holds at most {} tokens of cache",
+                 m.sliding_window, m.kv_tokens_per_request);
+  else if (m.sliding_window > 0)
+    spdlog::info("sliding window of {} positions on some layers; the others read every position, so a request "
+                 "keeps all its blocks",
+                 m.sliding_window);
   for (const auto& v : m.kv_what_if)
     spdlog::info("KV what-if {:>6}: {:>9} bytes/token, {:>10} tokens, {:.2f}x at {} tokens", v.name, v.bytes_per_token,
                  v.token_capacity, v.max_concurrency, m.max_model_len);

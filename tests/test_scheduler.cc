@@ -13,10 +13,10 @@ namespace {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void make(int32_t blocks, int32_t block_size, SchedulerOptions o) {
+  void make(int32_t blocks, int32_t block_size, SchedulerOptions o, int32_t window = 0) {
     block_size_ = block_size;
     alloc_ = std::make_unique<BlockAllocator>(blocks);
-    sched_ = std::make_unique<Scheduler>(o, *alloc_, block_size);
+    sched_ = std::make_unique<Scheduler>(o, *alloc_, block_size, false, window);
   }
   Sequence* add(int prompt_len, int max_new, Priority priority = Priority::kInteractive) {
     Request r;
@@ -36,6 +36,7 @@ class SchedulerTest : public ::testing::Test {
       c.seq->num_computed += c.n_tokens;
       EXPECT_LE(c.seq->num_computed, static_cast<int64_t>(c.seq->tokens.size()));
       EXPECT_GE(static_cast<int64_t>(c.seq->table.blocks().size()) * block_size_, c.seq->num_computed);
+      sched_->after_step(c.seq);
       if (c.samples) {
         c.seq->tokens.push_back(1);
         if (static_cast<int32_t>(c.seq->tokens.size()) >= c.seq->max_tokens) done.push_back(c.seq);
@@ -71,6 +72,34 @@ TEST_F(SchedulerTest, ScoredPromptChunksStayWithinTheirCap) {
     run(out);
   }
   EXPECT_EQ(scored_chunks, (std::vector<int32_t>{24, 24, 24, 24, 4}));
+}
+
+// Every layer windowed (24 positions): a sequence holds only the blocks its next token can see,
+// so three requests of 400 tokens run at once in a cache of 24 blocks of 8 (192 tokens), and
+// check_fits counts a request by what it holds, not by its length.
+TEST_F(SchedulerTest, SlidingWindowReleasesBlocksBehindIt) {
+  make(24, 8, {.max_num_seqs = 4, .max_num_batched_tokens = 16, .max_model_len = 512}, 24);
+  EXPECT_EQ(sched_->max_blocks_held(400), (24 - 1 + 16 + 7) / 8 + 1);
+  EXPECT_EQ(sched_->check_fits(40, 400), "");
+  std::vector<Sequence*> seqs = {add(40, 360), add(40, 360), add(40, 360)};
+  int32_t most_held = 0;
+  for (int step = 0; step < 2000 && !seqs.empty(); ++step) {
+    const SchedulerOutput out = sched_->schedule();
+    EXPECT_TRUE(out.preempted.empty()) << "step " << step;
+    for (const auto& c : out.chunks) {
+      // Every position the chunk's first token sees is still held; everything before is released.
+      const int64_t first_seen = std::max<int64_t>(0, c.seq->num_computed - 24 + 1);
+      for (int64_t b = 0; b < static_cast<int64_t>(c.seq->table.blocks().size()); ++b) {
+        const bool needed = (b + 1) * 8 > first_seen;
+        EXPECT_EQ(c.seq->table.blocks()[b] != BlockTable::kReleased, needed) << "block " << b;
+      }
+    }
+    for (Sequence* s : run(out)) seqs.erase(std::find(seqs.begin(), seqs.end(), s));
+    for (Sequence* s : seqs) most_held = std::max(most_held, s->table.held());
+  }
+  EXPECT_TRUE(seqs.empty()) << "not all finished";
+  EXPECT_LE(most_held, sched_->max_blocks_held(400));
+  EXPECT_EQ(alloc_->num_free(), 24);
 }
 
 TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepFlowing) {

@@ -1,5 +1,7 @@
 #include "kv_cache/block_table.h"
 
+#include <algorithm>
+
 namespace kvserve {
 
 bool BlockTable::grow_to(int64_t n_tokens, BlockAllocator& alloc) {
@@ -10,8 +12,20 @@ bool BlockTable::grow_to(int64_t n_tokens, BlockAllocator& alloc) {
 }
 
 void BlockTable::release_all(BlockAllocator& alloc) {
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) alloc.release(*it);
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it)
+    if (*it != kReleased) alloc.release(*it);
   blocks_.clear();
+  released_ = 0;
+}
+
+int32_t BlockTable::release_before(int64_t position, BlockAllocator& alloc) {
+  const int64_t dead = std::min<int64_t>(position / block_size_, static_cast<int64_t>(blocks_.size()));
+  int32_t n = 0;
+  for (; released_ < dead; ++released_, ++n) {
+    alloc.release(blocks_[released_]);
+    blocks_[released_] = kReleased;
+  }
+  return n;
 }
 
 }  // namespace kvserve

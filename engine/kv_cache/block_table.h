@@ -23,8 +23,15 @@ class BlockTable {
   void append(int32_t block) { blocks_.push_back(block); }
   // Releases every block back to the allocator.
   void release_all(BlockAllocator& alloc);
+  // Releases the blocks wholly before `position` (a sliding window has left them behind: no
+  // later token reads them); their entries become kReleased. Returns how many were released.
+  int32_t release_before(int64_t position, BlockAllocator& alloc);
+  static constexpr int32_t kReleased = -1;
+  // Blocks still held (the entries not released).
+  int32_t held() const { return static_cast<int32_t>(blocks_.size()) - released_; }
 
-  // The physical slot (block · block_size + offset) of a position already covered.
+  // The physical slot (block · block_size + offset) of a position already covered (and not
+  // released).
   int64_t slot(int64_t position) const {
     return static_cast<int64_t>(blocks_[position / block_size_]) * block_size_ + position % block_size_;
   }
@@ -34,6 +41,7 @@ class BlockTable {
  private:
   int32_t block_size_;
   std::vector<int32_t> blocks_;
+  int32_t released_ = 0;  // the first released_ entries are kReleased
 };
 
 }  // namespace kvserve

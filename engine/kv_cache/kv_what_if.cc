@@ -9,7 +9,7 @@ std::vector<KvVariant> kv_what_if(const KvShapeFacts& f) {
     v.n_kv_heads = n_kv;
     v.bytes_per_token = bpt;
     v.token_capacity = f.budget_bytes / (bpt * f.block_size) * f.block_size;
-    v.max_concurrency = static_cast<double>(v.token_capacity) / f.max_model_len;
+    v.max_concurrency = static_cast<double>(v.token_capacity) / (f.tokens_held > 0 ? f.tokens_held : f.max_model_len);
     return v;
   };
   // Values per token to bytes: 34 per 32 (rounded up to whole blocks of 32) in a q8_0 cache.

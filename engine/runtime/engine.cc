@@ -120,7 +120,8 @@ void Engine::load() {
   }
   kv_ = std::make_unique<KvStorage>(shape, bs, static_cast<int32_t>(num_blocks));
   alloc_ = std::make_unique<BlockAllocator>(kv_->num_blocks());
-  scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs, options_.cache.enable_prefix_caching);
+  const int32_t window = hp.every_layer_windowed ? hp.sliding_window : 0;
+  scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs, options_.cache.enable_prefix_caching, window);
   options_.cache.num_blocks = kv_->num_blocks();
 
   info_.architecture = hp.architecture;
@@ -146,10 +147,14 @@ void Engine::load() {
   info_.kv_element_size = shape.element_size();
   info_.kv_bytes_per_token = shape.bytes_per_token();
   info_.kv_total_bytes = kv_->total_bytes();
-  info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / so.max_model_len;
+  info_.sliding_window = hp.sliding_window;
+  info_.every_layer_windowed = hp.every_layer_windowed;
+  info_.kv_tokens_per_request = std::min<int64_t>(so.max_model_len, scheduler_->max_blocks_held(so.max_model_len) * bs);
+  info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / info_.kv_tokens_per_request;
   KvShapeFacts facts{hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, shape.element_bytes, bs,
                      so.max_model_len, kv_->total_bytes()};
   facts.q8 = shape.q8();
+  facts.tokens_held = info_.kv_tokens_per_request;
   info_.kv_what_if = kv_what_if(facts);
 
   // A step runs 1..max_num_batched_tokens rows; their (padded) heights are few, so every
@@ -364,8 +369,8 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
     logits += scored * V;
   }
   s.num_computed += c.n_tokens;
-  scheduler_->register_computed_blocks(&s);
-  s.peak_blocks = std::max<int32_t>(s.peak_blocks, static_cast<int32_t>(s.table.blocks().size()));
+  s.peak_blocks = std::max<int32_t>(s.peak_blocks, s.table.held());
+  scheduler_->after_step(&s);
   if (!c.samples) return logits;
   const float* raw = logits;
   scratch_logits_.assign(raw, raw + V);

@@ -49,6 +49,9 @@ struct ModelInfo {
   int64_t kv_bytes_per_token = 0;  // 2 · n_layer · n_head_kv · head_dim · kv_element_bytes
   int64_t kv_total_bytes = 0;
   double max_concurrency = 0;   // full-length (max_model_len) requests that fit at once
+  int32_t sliding_window = 0;   // positions a windowed layer sees (0: none)
+  bool every_layer_windowed = false;  // then blocks behind the window are released...
+  int64_t kv_tokens_per_request = 0;  // ...and a full-length request holds at most this many tokens
   std::vector<KvVariant> kv_what_if;  // the same budget under MHA, GQA, MQA and MLA layouts
 };
 

@@ -5,8 +5,8 @@
 namespace kvserve {
 
 Scheduler::Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size,
-                     bool prefix_caching)
-    : options_(options), alloc_(allocator), block_size_(block_size), prefix_caching_(prefix_caching) {}
+                     bool prefix_caching, int32_t window)
+    : options_(options), alloc_(allocator), block_size_(block_size), prefix_caching_(prefix_caching), window_(window) {}
 
 // Takes every full block of the sequence's known tokens that is already cached, in order, up
 // to but not including the block holding the last token: that token is always computed so that
@@ -45,6 +45,21 @@ void Scheduler::register_computed_blocks(Sequence* seq) {
   }
 }
 
+void Scheduler::after_step(Sequence* seq) {
+  register_computed_blocks(seq);
+  // The next token, at position num_computed, sees positions num_computed - window + 1 on.
+  if (window_ > 0) seq->table.release_before(seq->num_computed + 1 - window_, alloc_);
+}
+
+int64_t Scheduler::max_blocks_held(int64_t max_total) const {
+  const int64_t full = (max_total + block_size_ - 1) / block_size_;
+  if (window_ == 0) return full;
+  // A step's chunk (at most the token budget) plus the window behind its first token, each end
+  // possibly in a partly used block.
+  const int64_t span = int64_t{window_} - 1 + options_.max_num_batched_tokens;
+  return std::min(full, (span + block_size_ - 1) / block_size_ + 1);
+}
+
 std::string Scheduler::check_fits(int64_t prompt_len, int64_t max_total) const {
   if (prompt_len > options_.max_model_len)
     return "prompt has " + std::to_string(prompt_len) + " tokens, more than max_model_len " +
@@ -53,7 +68,7 @@ std::string Scheduler::check_fits(int64_t prompt_len, int64_t max_total) const {
     return "prompt (" + std::to_string(prompt_len) + " tokens) + max_new_tokens (" +
            std::to_string(max_total - prompt_len) + ") exceeds max_model_len " +
            std::to_string(options_.max_model_len);
-  const int64_t blocks = (max_total + block_size_ - 1) / block_size_;
+  const int64_t blocks = max_blocks_held(max_total);
   if (blocks > alloc_.num_blocks())
     return "request needs " + std::to_string(blocks) + " KV blocks at full length, the whole cache has " +
            std::to_string(alloc_.num_blocks());

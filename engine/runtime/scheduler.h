@@ -27,9 +27,10 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  // max_model_len must already be resolved (non-zero).
+  // max_model_len must already be resolved (non-zero). window: for a model whose every layer
+  // attends only to its last `window` positions, the positions a sequence must keep (0: all).
   Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size,
-            bool prefix_caching = false);
+            bool prefix_caching = false, int32_t window = 0);
 
   // Empty when a request of this size could ever run; otherwise the reason it never can.
   std::string check_fits(int64_t prompt_len, int64_t max_total) const;
@@ -38,8 +39,12 @@ class Scheduler {
   SchedulerOutput schedule();
   // Removes a sequence wherever it is (finished, cancelled) and frees its blocks.
   void remove(Sequence* seq);
-  // After a step: registers the sequence's newly completed full blocks in the prefix cache.
-  void register_computed_blocks(Sequence* seq);
+  // After a step: registers the sequence's newly completed full blocks in the prefix cache,
+  // then, under a sliding window, releases the blocks no later token of it can read.
+  void after_step(Sequence* seq);
+  void register_computed_blocks(Sequence* seq);  // the first half of after_step
+  // The most blocks one sequence of max_total tokens holds at once.
+  int64_t max_blocks_held(int64_t max_total) const;
 
   // Waiting interactive sequences (what max_waiting limits), and waiting background ones.
   const std::deque<Sequence*>& waiting() const { return waiting_; }
@@ -71,6 +76,7 @@ class Scheduler {
   std::vector<Sequence*> running_;  // in order of admission
   int64_t preemptions_total_ = 0;
   bool prefix_caching_;
+  int32_t window_;
   int64_t prompt_tokens_admitted_ = 0;
   int64_t prompt_tokens_cached_ = 0;
 };

@@ -3,8 +3,13 @@
 // level, and the greedy continuation of "Once upon a time" token for token.
 #include <gtest/gtest.h>
 
+#include <optional>
+
+#include "gguf/gguf_writer.h"
+#include "gguf/quant_presets.h"
 #include "kernels/kernel_table.h"
 #include "logprob_reference.h"
+#include "model/decoder_hparams.h"
 #include "model/model.h"
 #include "test_support.h"
 #include "text/tokenizer.h"
@@ -42,6 +47,102 @@ TEST_P(ArchFiles, GreedyContinuationIsLlamaCpps) {
                                           tok.eos_id());
   EXPECT_EQ(got, want);
 }
+
+// Each architecture quantized by our quantizer (llama-quantize's per-tensor rules: rows of 64
+// values fall back from the K types as llama-quantize's do): the quantized file with float
+// activations equals its own dequantized twin (exact block decoding on every kernel path), and
+// as served (8-bit activations where the integer path runs) stays near llama.cpp's F32 figures.
+class QuantizedArch : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+TEST_P(QuantizedArch, MatchesItsTwinAndStaysNearTheF32Reference) {
+  const auto [name, preset] = GetParam();
+  const std::string key = std::string("arch/") + name + ".gguf";
+  KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model(key));
+  const std::string quant = std::string(KVSERVE_BINARY_DIR) + "/test-arch-" + name + "-" + preset + ".gguf";
+  const std::string twin = std::string(KVSERVE_BINARY_DIR) + "/test-arch-" + name + "-" + preset + "-twin.gguf";
+  {
+    GgufFile f(testing::shared_model(key));
+    quantize_file(f, quant, *find_quant_preset(preset));
+  }
+  {
+    GgufFile q(quant);
+    quantize_file(q, twin, *find_quant_preset("F32"));
+  }
+  const Compare vs_twin_float = compare_path(quant, key, best_supported_level(), false);
+  const Compare twin_vs_ref = compare_path(twin, key, best_supported_level());
+  const Compare served = compare_path(quant, key, best_supported_level(), true);
+  std::printf("%s %s: vs llama.cpp F32 %.5f nats/token as served (means %.4f / %.4f); twin %.5f, float activations %.5f\n",
+              name, preset, served.mean_abs, served.mean_ours, served.mean_ref, twin_vs_ref.mean_abs,
+              vs_twin_float.mean_abs);
+  // The quantized file with float activations and its twin are the same arithmetic in another
+  // summation order (which GELU's half-precision rounding magnifies on gpt2 to 2e-4).
+  EXPECT_NEAR(vs_twin_float.mean_ours, twin_vs_ref.mean_ours, 5e-4);
+  // Quantization moves these tiny models' log-probabilities (measured up to 0.09 for Q8_0 and
+  // 0.50 for Q4_K_M, the 8-bit activations included); the bounds are 1.5x that.
+  const double bound = std::string(preset) == "Q8_0" ? 0.15 : 0.75;
+  EXPECT_LE(served.mean_abs, bound);
+  GgufFile f(quant);
+  EXPECT_NE(load_model(f, {})->hparams().held_types.find(std::string(preset) == "Q8_0" ? "Q8_0" : "Q"), std::string::npos);
+}
+
+// A copy of `src` with metadata changed (an empty value removes the key) and an extra tensor.
+std::string edited_copy(const std::string& src, const std::string& name,
+                        const std::vector<std::pair<std::string, std::optional<GgufValue>>>& meta,
+                        const std::string& extra_tensor = "") {
+  GgufFile f(src);
+  GgufWriter w(f.alignment());
+  for (const auto& [key, value] : f.metadata()) {
+    bool replaced = false;
+    for (const auto& [k, v] : meta) replaced |= k == key;
+    if (!replaced) w.add(key, value);
+  }
+  for (const auto& [k, v] : meta)
+    if (v) w.add(k, *v);
+  for (const GgufTensorInfo& t : f.tensors())
+    w.add_tensor(t.name, t.dims, t.type,
+                 [&f, &t](uint8_t* dst) { std::copy_n(static_cast<const uint8_t*>(f.tensor_data(t)), t.n_bytes(), dst); });
+  if (!extra_tensor.empty())
+    w.add_tensor(extra_tensor, {64}, TensorType::kF32, [](uint8_t* dst) { std::fill_n(dst, 64 * 4, 0); });
+  const std::string out = std::string(KVSERVE_BINARY_DIR) + "/test-arch-edited-" + name + ".gguf";
+  w.write(out);
+  return out;
+}
+
+// What the decoder does not implement is refused at load, named, never silently ignored.
+TEST(ArchRefusals, UnknownArchitecturesKeysTensorsAndValuesAreNamed) {
+  const std::string qwen = testing::shared_model("arch/tiny-qwen2.gguf");
+  KVSERVE_REQUIRE_SHARED_FILE(qwen);
+  const auto refused = [](const std::string& path, const std::string& needle) {
+    try {
+      GgufFile f(path);
+      load_model(f, {});
+      ADD_FAILURE() << path << " loaded; expected a refusal naming " << needle;
+    } catch (const GgufError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused(edited_copy(qwen, "arch", {{"general.architecture", GgufValue::str("mamba")}}), "'mamba'");
+  refused(edited_copy(qwen, "key", {{"qwen2.attention.layer_norm_epsilon_v2", GgufValue::f32(1e-5f)}}),
+          "qwen2.attention.layer_norm_epsilon_v2");
+  refused(edited_copy(qwen, "yarn", {{"qwen2.rope.scaling.type", GgufValue::str("yarn")}}), "'yarn'");
+  refused(edited_copy(qwen, "moe", {{"qwen2.expert_count", GgufValue::u32(8)}}), "qwen2.expert_count");
+  refused(edited_copy(qwen, "tensor", {}, "blk.0.attn_q_norm.weight"), "blk.0.attn_q_norm.weight");
+  // Controls: an unedited copy loads, and linear rope scaling is read as its factor.
+  GgufFile same(edited_copy(qwen, "same", {}));
+  EXPECT_NO_THROW(load_model(same, {}));
+  GgufFile linear(edited_copy(qwen, "linear", {{"qwen2.rope.scaling.type", GgufValue::str("linear")},
+                                                {"qwen2.rope.scaling.factor", GgufValue::f32(4.0f)}}));
+  EXPECT_EQ(DecoderHparams::from_gguf(linear).rope_freq_scale, 0.25f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, QuantizedArch,
+                         ::testing::Combine(::testing::ValuesIn(kArchModels), ::testing::Values("Q8_0", "Q4_K_M")),
+                         [](const auto& info) {
+                           std::string n = std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Models, ArchFiles,
                          ::testing::Combine(::testing::ValuesIn(kArchModels), ::testing::ValuesIn(supported_levels())),

@@ -75,8 +75,14 @@ std::vector<TensorType> plan_tensor_types(const GgufFile& f, const QuantPreset& 
   int i_attn_v = 0, i_ffn_down = 0;
   std::vector<TensorType> out;
   for (const GgufTensorInfo& t : f.tensors()) {
-    const bool quantize = ends_with(t.name, "weight") && t.dims.size() == 2 && t.name != "position_embd.weight" &&
-                          (t.type == T::kF32 || t.type == T::kF16 || t.type == T::kBF16);
+    const bool weight = ends_with(t.name, "weight") && t.dims.size() == 2 && t.name != "position_embd.weight";
+    // Block types are not requantized (llama-quantize's default), but the F32 preset decodes
+    // them: it writes a file's exactly dequantized twin.
+    if (weight && p.base == T::kF32 && tensor_type(t.type).to_float) {
+      out.push_back(T::kF32);
+      continue;
+    }
+    const bool quantize = weight && (t.type == T::kF32 || t.type == T::kF16 || t.type == T::kBF16);
     if (!quantize) {
       out.push_back(t.type);
       continue;

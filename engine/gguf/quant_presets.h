@@ -23,7 +23,8 @@ const QuantPreset* find_quant_preset(const std::string& name);
 // "F32, F16, BF16, Q4_0, ..., Q6_K".
 std::string quant_preset_names();
 
-// The type of every tensor of `file` (in file.tensors() order) under the preset.
+// The type of every tensor of `file` (in file.tensors() order) under the preset. Tensors already
+// in a block type keep it, except under F32, which decodes them (a dequantized twin).
 std::vector<TensorType> plan_tensor_types(const GgufFile& file, const QuantPreset& preset);
 
 // Writes `file` with its tensors converted as plan_tensor_types says (unchanged tensors copied

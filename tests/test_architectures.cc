@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <random>
 
 #include "gguf/gguf_writer.h"
 #include "gguf/quant_presets.h"
@@ -11,6 +12,7 @@
 #include "logprob_reference.h"
 #include "model/decoder_hparams.h"
 #include "model/model.h"
+#include "reference_decoder.h"
 #include "test_support.h"
 #include "text/tokenizer.h"
 
@@ -46,6 +48,46 @@ TEST_P(ArchFiles, GreedyContinuationIsLlamaCpps) {
   const std::vector<int32_t> got = greedy(*model, tok.encode("Once upon a time", true), static_cast<int>(want.size()),
                                           tok.eos_id());
   EXPECT_EQ(got, want);
+}
+
+// Texts not in shared/: against an independent double-precision implementation (itself first
+// checked against llama.cpp on the reference text), on an English text and on random tokens.
+TEST_P(ArchFiles, OtherTextsAgreeWithAnIndependentImplementation) {
+  KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model(key()));
+  GgufFile f(testing::shared_model(key()));
+  const testing::ReferenceDecoder ref(f);
+  const json& r = references()["models"][key()]["visible1"];
+  const std::vector<int32_t> shared_text = r["token_ids"].get<std::vector<int32_t>>();
+  const std::vector<double> llama_cpp = r["logprobs"].get<std::vector<double>>();
+  const std::vector<int32_t> head(shared_text.begin(), shared_text.begin() + 40);
+  const std::vector<double> ref_head = ref.logprobs(head);
+  double d = 0;
+  for (size_t i = 0; i < ref_head.size(); ++i) d += std::fabs(ref_head[i] - llama_cpp[i]);
+  EXPECT_LE(d / ref_head.size(), 0.002) << "the reference itself is off llama.cpp";
+
+  Tokenizer tok(f);
+  std::vector<std::vector<int32_t>> texts = {
+      tok.encode("The old lighthouse keeper counted ships each night, and in spring a red boat came back.", true)};
+  std::mt19937 rng(std::get<1>(GetParam()) == KernelLevel::kScalar ? 1 : 2);
+  std::vector<int32_t> random = {tok.bos_id()};
+  for (int i = 0; i < 70; ++i) random.push_back(3 + static_cast<int32_t>(rng() % (tok.vocab_size() - 3)));
+  texts.push_back(random);
+  ModelLoadOptions opt;
+  opt.kernels = &kernel_table(std::get<1>(GetParam()));
+  auto model = load_model(f, opt);
+  for (const auto& text : texts) {
+    const std::vector<double> want = ref.logprobs(text);
+    const std::vector<double> got = teacher_forced(*model, text, static_cast<int64_t>(text.size()) / 3);
+    ASSERT_EQ(got.size(), want.size());
+    double sum = 0, worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      sum += std::fabs(got[i] - want[i]);
+      worst = std::max(worst, std::fabs(got[i] - want[i]));
+    }
+    std::printf("%s, %zu tokens: mean |ours - reference| %.6f (max %.6f)\n", key().c_str(), text.size(),
+                sum / got.size(), worst);
+    EXPECT_LE(sum / got.size(), 0.002);
+  }
 }
 
 // Each architecture quantized by our quantizer (llama-quantize's per-tensor rules: rows of 64

@@ -1,0 +1,211 @@
+// An independent, deliberately naive forward pass in double precision for the architectures of
+// ../shared/models/arch (llama with rope_freqs, qwen2, phi3, gemma2, gpt2), written from the
+// models' published definitions: dense causal attention recomputed for the whole sequence, no
+// cache, no kernels, no ArchSpec. It reads weights straight from the GGUF file (F32 only) and
+// shares no code with DecoderModel. GELU is the tanh form with its input and output rounded to
+// half precision, as llama.cpp's CPU backend (the reference of these models) computes it.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+
+namespace kvserve::testing {
+
+class ReferenceDecoder {
+ public:
+  explicit ReferenceDecoder(const GgufFile& f) : f_(f), arch_(f.get("general.architecture").as_string("")) {
+    auto geti = [&](const std::string& k, int fallback) {
+      return f.has(arch_ + "." + k) ? static_cast<int>(f.get(arch_ + "." + k).as_int(k)) : fallback;
+    };
+    auto getf = [&](const std::string& k, double fallback) {
+      return f.has(arch_ + "." + k) ? f.get(arch_ + "." + k).as_float(k) : fallback;
+    };
+    d_ = geti("embedding_length", 0);
+    layers_ = geti("block_count", 0);
+    heads_ = geti("attention.head_count", 0);
+    kv_heads_ = geti("attention.head_count_kv", heads_);
+    ff_ = geti("feed_forward_length", 0);
+    hd_ = geti("attention.key_length", d_ / heads_);
+    rot_ = geti("rope.dimension_count", hd_);
+    base_ = getf("rope.freq_base", 10000.0);
+    eps_ = arch_ == "gpt2" ? getf("attention.layer_norm_epsilon", 1e-5) : getf("attention.layer_norm_rms_epsilon", 1e-5);
+    window_ = geti("attention.sliding_window", 0);
+    attn_cap_ = getf("attn_logit_softcapping", 0.0);
+    final_cap_ = getf("final_logit_softcapping", 0.0);
+    vocab_ = static_cast<int>(f.tensor("token_embd.weight").dims[1]);
+    if (f.find_tensor("rope_freqs.weight")) freq_factors_ = w("rope_freqs.weight");
+  }
+
+  // log p(tokens[t+1] | tokens[..t]) for t = 0..T-2.
+  std::vector<double> logprobs(const std::vector<int32_t>& tokens) const {
+    std::vector<double> out;
+    const auto logits = forward(tokens);
+    for (size_t t = 0; t + 1 < tokens.size(); ++t) {
+      const double mx = *std::max_element(logits[t].begin(), logits[t].end());
+      double sum = 0;
+      for (double z : logits[t]) sum += std::exp(z - mx);
+      out.push_back(logits[t][tokens[t + 1]] - mx - std::log(sum));
+    }
+    return out;
+  }
+
+  // Logits after every token.
+  std::vector<std::vector<double>> forward(const std::vector<int32_t>& tokens) const {
+    const int T = static_cast<int>(tokens.size()), kvd = kv_heads_ * hd_, qd = heads_ * hd_;
+    const bool gpt2 = arch_ == "gpt2", phi3 = arch_ == "phi3", gemma2 = arch_ == "gemma2";
+    const bool neox = arch_ != "llama";
+    auto emb = w("token_embd.weight");
+    std::vector<std::vector<double>> x(T, std::vector<double>(d_));
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < d_; ++i) {
+        x[t][i] = emb[static_cast<size_t>(tokens[t]) * d_ + i];
+        if (gemma2) x[t][i] *= std::sqrt(static_cast<float>(d_));
+      }
+    if (gpt2) {
+      auto pos = w("position_embd.weight");
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < d_; ++i) x[t][i] += pos[static_cast<size_t>(t) * d_ + i];
+    }
+    for (int l = 0; l < layers_; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      // Gemma 2 windows its even layers, phi3 every layer.
+      const int window = phi3 ? window_ : gemma2 && l % 2 == 0 ? window_ : 0;
+      std::vector<std::vector<double>> q(T), k(T), v(T);
+      for (int t = 0; t < T; ++t) {
+        auto h = norm(x[t], p + "attn_norm");
+        if (gpt2 || phi3) {
+          auto qkv = linear(p + "attn_qkv", h, qd + 2 * kvd);
+          q[t].assign(qkv.begin(), qkv.begin() + qd);
+          k[t].assign(qkv.begin() + qd, qkv.begin() + qd + kvd);
+          v[t].assign(qkv.begin() + qd + kvd, qkv.end());
+        } else {
+          q[t] = linear(p + "attn_q", h, qd);
+          k[t] = linear(p + "attn_k", h, kvd);
+          v[t] = linear(p + "attn_v", h, kvd);
+        }
+        if (!gpt2) {
+          rope(q[t], t, heads_, neox);
+          rope(k[t], t, kv_heads_, neox);
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> att(qd, 0.0);
+        const int first = window > 0 ? std::max(0, t - window + 1) : 0;
+        for (int h = 0; h < heads_; ++h) {
+          const int kh = h / (heads_ / kv_heads_);
+          std::vector<double> s(t + 1, 0.0);
+          double mx = -1e300;
+          for (int u = first; u <= t; ++u) {
+            double dot = 0;
+            for (int i = 0; i < hd_; ++i) dot += q[t][h * hd_ + i] * k[u][kh * hd_ + i];
+            s[u] = dot / std::sqrt(static_cast<double>(hd_));
+            if (attn_cap_ > 0) s[u] = attn_cap_ * std::tanh(s[u] / attn_cap_);
+            mx = std::max(mx, s[u]);
+          }
+          double sum = 0;
+          for (int u = first; u <= t; ++u) sum += (s[u] = std::exp(s[u] - mx));
+          for (int u = first; u <= t; ++u)
+            for (int i = 0; i < hd_; ++i) att[h * hd_ + i] += s[u] / sum * v[u][kh * hd_ + i];
+        }
+        auto o = linear(p + "attn_output", att, d_);
+        if (gemma2) o = norm(o, p + "post_attention_norm");
+        for (int i = 0; i < d_; ++i) x[t][i] += o[i];
+        auto h2 = norm(x[t], p + "ffn_norm");
+        std::vector<double> act(ff_);
+        if (gpt2) {
+          auto up = linear(p + "ffn_up", h2, ff_);
+          for (int i = 0; i < ff_; ++i) act[i] = gelu(up[i]);
+        } else {
+          std::vector<double> gate, up;
+          if (phi3) {
+            auto gu = linear(p + "ffn_up", h2, 2 * ff_);
+            gate.assign(gu.begin(), gu.begin() + ff_);
+            up.assign(gu.begin() + ff_, gu.end());
+          } else {
+            gate = linear(p + "ffn_gate", h2, ff_);
+            up = linear(p + "ffn_up", h2, ff_);
+          }
+          for (int i = 0; i < ff_; ++i)
+            act[i] = (gemma2 ? gelu(gate[i]) : gate[i] / (1.0 + std::exp(-gate[i]))) * up[i];
+        }
+        auto dn = linear(p + "ffn_down", act, d_);
+        if (gemma2) dn = norm(dn, p + "post_ffw_norm");
+        for (int i = 0; i < d_; ++i) x[t][i] += dn[i];
+      }
+    }
+    const std::string out_name = f_.find_tensor("output.weight") ? "output" : "token_embd";
+    std::vector<std::vector<double>> logits;
+    for (int t = 0; t < T; ++t) {
+      auto z = linear(out_name, norm(x[t], "output_norm"), vocab_);
+      if (final_cap_ > 0)
+        for (double& e : z) e = final_cap_ * std::tanh(e / final_cap_);
+      logits.push_back(std::move(z));
+    }
+    return logits;
+  }
+
+ private:
+  std::vector<double> w(const std::string& name) const {
+    const GgufTensorInfo& t = f_.tensor(name);
+    EXPECT_EQ(t.type, TensorType::kF32) << name;
+    const float* p = static_cast<const float*>(f_.tensor_data(t));
+    return std::vector<double>(p, p + t.n_elements());
+  }
+  // W·x (+ bias where the file has one); W of `name`.weight is [rows, x.size()].
+  std::vector<double> linear(const std::string& name, const std::vector<double>& x, int rows) const {
+    const auto m = w(name + ".weight");
+    const int cols = static_cast<int>(x.size());
+    std::vector<double> y(rows, 0.0);
+    if (f_.find_tensor(name + ".bias")) y = w(name + ".bias");
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) y[r] += m[static_cast<size_t>(r) * cols + c] * x[c];
+    return y;
+  }
+  // RMSNorm, or (gpt2) LayerNorm with its bias.
+  std::vector<double> norm(const std::vector<double>& x, const std::string& name) const {
+    const auto g = w(name + ".weight");
+    const double n = static_cast<double>(x.size());
+    double mean = 0, ss = 0;
+    if (arch_ == "gpt2")
+      for (double e : x) mean += e / n;
+    for (double e : x) ss += (e - mean) * (e - mean);
+    const double inv = 1.0 / std::sqrt(ss / n + eps_);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean) * inv * g[i];
+    if (arch_ == "gpt2") {
+      const auto b = w(name + ".bias");
+      for (size_t i = 0; i < y.size(); ++i) y[i] += b[i];
+    }
+    return y;
+  }
+  void rope(std::vector<double>& v, int pos, int nh, bool neox) const {
+    for (int h = 0; h < nh; ++h)
+      for (int i = 0; i < rot_ / 2; ++i) {
+        double th = pos * std::pow(base_, -2.0 * i / rot_);
+        if (!freq_factors_.empty()) th /= freq_factors_[i];
+        const int ia = h * hd_ + (neox ? i : 2 * i), ib = h * hd_ + (neox ? i + rot_ / 2 : 2 * i + 1);
+        const double a = v[ia], b = v[ib];
+        v[ia] = a * std::cos(th) - b * std::sin(th);
+        v[ib] = a * std::sin(th) + b * std::cos(th);
+      }
+  }
+  static double gelu(double x) {
+    if (x <= -10.0) return 0.0;
+    if (x >= 10.0) return x;
+    const double h = static_cast<double>(static_cast<_Float16>(static_cast<float>(x)));
+    const double y = 0.5 * h * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * h * (1.0 + 0.044715 * h * h)));
+    return static_cast<double>(static_cast<_Float16>(static_cast<float>(y)));
+  }
+
+  const GgufFile& f_;
+  std::string arch_;
+  int d_, layers_, heads_, kv_heads_, ff_, hd_, rot_, vocab_, window_;
+  double base_, eps_, attn_cap_, final_cap_;
+  std::vector<double> freq_factors_;
+};
+
+}  // namespace kvserve::testing

@@ -9,9 +9,15 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
 
+#include "gguf/gguf.h"
 #include "runtime/engine.h"
 #include "inference_service.h"
 #include "metrics.h"
@@ -37,11 +43,13 @@ void log_startup(const kvserve::Engine& engine) {
                m.n_params / 1e6, m.n_ctx_train);
   spdlog::info("weights: file {}; held as {}: {:.1f} MiB in memory, {:.1f} MiB streamed per decode step",
                m.weight_type, m.weights_held_as, m.weight_bytes / 1048576.0, m.weight_bytes_per_step / 1048576.0);
-  spdlog::info("CPU kernels: {} (model.kernels \"{}\")", m.kernels, engine.options().model.kernels);
+  spdlog::info("CPU kernels: {} (model.kernels \"{}\"); {} compute threads ({})", m.kernels,
+               engine.options().model.kernels, m.num_threads, m.threads_reason);
   spdlog::info("KV cache bytes per token: 2 (K,V) x {} layers x {} KV heads x {} head dim x {} bytes = {} bytes",
                m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_size, m.kv_bytes_per_token);
-  spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {:.2f} GiB", m.num_blocks, m.block_size,
-               m.token_capacity, m.kv_total_bytes / double(1 << 30));
+  spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {}", m.num_blocks, m.block_size, m.token_capacity,
+               m.kv_total_bytes >= (int64_t{1} << 30) ? fmt::format("{:.2f} GiB", m.kv_total_bytes / double(1 << 30))
+                                                      : fmt::format("{:.1f} MiB", m.kv_total_bytes / double(1 << 20)));
   spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", m.max_model_len, m.max_concurrency);
   if (m.every_layer_windowed)
     spdlog::info("sliding window: every layer sees its last {} positions; blocks behind it are released, so a "
@@ -60,6 +68,33 @@ void log_startup(const kvserve::Engine& engine) {
                s.max_num_seqs, s.max_num_batched_tokens, s.max_model_len, s.max_waiting);
 }
 
+// What is about to be loaded, said before the load (which can take many seconds): the file, its
+// size, architecture and tensor types.
+void log_before_load(const std::string& path) {
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  try {
+    kvserve::GgufFile f(path);
+    std::map<kvserve::TensorType, int64_t> types;
+    for (const auto& t : f.tensors()) types[t.type] += static_cast<int64_t>(t.n_bytes());
+    const kvserve::GgufValue* arch = f.find("general.architecture");
+    const kvserve::GgufValue* name = f.find("general.name");
+    spdlog::info("loading model {} ({:.1f} MiB): architecture '{}', name '{}', {} tensors: {}", path,
+                 static_cast<double>(bytes) / 1048576.0, arch ? arch->as_string("general.architecture") : "?",
+                 name ? name->as_string("general.name") : "", f.tensors().size(), kvserve::tensor_type_mix(types));
+  } catch (const std::exception& e) {
+    spdlog::info("loading model {} ({:.1f} MiB)", path, static_cast<double>(bytes) / 1048576.0);
+  }
+}
+
+// Resident memory of this process in MiB (VmRSS), the load's progress while weights are copied in.
+double resident_mib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,6 +105,7 @@ int main(int argc, char** argv) {
   // A flag given twice takes its last value, so arguments appended to a container's ENTRYPOINT
   // (`docker run IMAGE --listen ...`) override the image's own.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.set_version_flag("--version", std::string("kvserve ") + KVSERVE_VERSION);
   app.add_option("--config", config_path, "JSON config file (see configs/)");
   app.add_option("--model", model, "GGUF model (overrides model.path)");
   app.add_option("--listen", listen, "HOST:PORT to serve on (overrides server.listen)");
@@ -82,6 +118,7 @@ int main(int argc, char** argv) {
   kvserve::ServeConfig cfg;
   try {
     nlohmann::json config = config_path.empty() ? nlohmann::json::object() : kvserve::load_json_file(config_path);
+    if (!config_path.empty()) kvserve::resolve_config_paths(config, config_path);
     if (!model.empty()) overrides.push_back("model.path=\"" + model + "\"");
     if (!listen.empty()) overrides.push_back("server.listen=\"" + listen + "\"");
     if (threads >= 0) overrides.push_back("model.num_threads=" + std::to_string(threads));
@@ -101,13 +138,41 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  spdlog::info("kvserve {} starting", KVSERVE_VERSION);
+  log_before_load(cfg.engine.model.path);
   std::unique_ptr<kvserve::Engine> engine;
-  try {
-    engine = std::make_unique<kvserve::Engine>(cfg.engine);
-  } catch (const std::exception& e) {
-    spdlog::error("cannot start: {}", e.what());
-    return 1;
+  const auto load_start = std::chrono::steady_clock::now();
+  {
+    // Progress every two seconds while the engine loads the weights and sizes the cache.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool loaded = false;
+    std::thread progress([&] {
+      std::unique_lock lock(mu);
+      while (!cv.wait_for(lock, std::chrono::seconds(2), [&] { return loaded; }))
+        spdlog::info("loading: {:.0f} s, {:.0f} MiB resident",
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
+                     resident_mib());
+    });
+    std::string error;
+    try {
+      engine = std::make_unique<kvserve::Engine>(cfg.engine);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    {
+      std::lock_guard lock(mu);
+      loaded = true;
+    }
+    cv.notify_all();
+    progress.join();
+    if (!error.empty()) {
+      spdlog::error("cannot start: {}", error);
+      return 1;
+    }
   }
+  spdlog::info("model loaded and cache allocated in {:.1f} s",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
   log_startup(*engine);
   // Only logged: libgomp reads it before main. Unset means libgomp's long default spin, which
   // costs nothing on cores of the server's own but starves any process sharing them.
@@ -147,13 +212,17 @@ int main(int argc, char** argv) {
                    : service.auth().enabled() && reflection ? " WITHOUT a token check (server.reflection=\"on\")" : "");
   grpc::ServerBuilder builder;
   if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would then share the
+  // traffic silently. Bind exclusively, so it fails at start-up instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.AddListeningPort(cfg.server.listen, creds, &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(cfg.server.max_message_bytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    spdlog::error("cannot listen on {}", cfg.server.listen);
+    spdlog::error("server.listen: cannot listen on {} (is another server using it? is the address this machine's?)",
+                  cfg.server.listen);
     return 1;
   }
   // The overall status ("") and the service's own name, which probes often ask for.
@@ -178,7 +247,7 @@ int main(int argc, char** argv) {
                    cfg.server.metrics_auth && service.auth().enabled() ? " (bearer token required)" : "");
       if (!cfg.server.port_file.empty()) std::ofstream(cfg.server.port_file + ".metrics") << mport << "\n";
     } catch (const std::exception& e) {
-      spdlog::error("server.metrics_listen: {}", e.what());
+      spdlog::error("server.metrics_listen: cannot listen on {}: {}", ml, e.what());
       server->Shutdown(std::chrono::system_clock::now());
       return 1;
     }

@@ -1,5 +1,6 @@
 #include "server_options.h"
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -23,6 +24,35 @@ void apply_overrides(json& config, const std::vector<std::string>& overrides) {
     }
     if (!config.contains(section)) config[section] = json::object();
     config[section][field] = v;
+  }
+}
+
+void check_host_port(const std::string& field, const std::string& value) {
+  const size_t colon = value.rfind(':');
+  const auto fail = [&](const std::string& why) {
+    throw ConfigError(field + ": expected HOST:PORT (" + why + "), got '" + value + "'");
+  };
+  if (colon == std::string::npos) fail("no port");
+  const std::string host = value.substr(0, colon), port = value.substr(colon + 1);
+  if (host.empty()) fail("no host; 0.0.0.0 listens on every interface");
+  if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']'))
+    fail("an IPv6 host goes in brackets");
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535)
+    fail("the port must be a number from 0 to 65535");
+}
+
+void resolve_config_paths(json& config, const std::string& config_file) {
+  const std::filesystem::path base = std::filesystem::path(config_file).parent_path();
+  static const std::vector<std::pair<const char*, const char*>> fields = {
+      {"model", "path"}, {"server", "tls_cert_file"}, {"server", "tls_key_file"},
+      {"server", "auth_token_file"}, {"server", "port_file"}};
+  for (const auto& [section, field] : fields) {
+    if (!config.is_object() || !config.contains(section) || !config[section].is_object()) continue;
+    json& s = config[section];
+    if (!s.contains(field) || !s[field].is_string()) continue;
+    const std::string v = s[field].get<std::string>();
+    if (!v.empty() && std::filesystem::path(v).is_relative()) s[field] = (base / v).lexically_normal().string();
   }
 }
 
@@ -76,10 +106,8 @@ ServeConfig serve_config_from_json(const json& config) {
   }
   if (c.server.tls_cert_file.empty() != c.server.tls_key_file.empty())
     throw ConfigError("server.tls_cert_file, server.tls_key_file: give both or neither");
-  if (c.server.listen.find(':') == std::string::npos)
-    throw ConfigError("server.listen: expected HOST:PORT, got '" + c.server.listen + "'");
-  if (!c.server.metrics_listen.empty() && c.server.metrics_listen.find(':') == std::string::npos)
-    throw ConfigError("server.metrics_listen: expected HOST:PORT, got '" + c.server.metrics_listen + "'");
+  check_host_port("server.listen", c.server.listen);
+  if (!c.server.metrics_listen.empty()) check_host_port("server.metrics_listen", c.server.metrics_listen);
   if (c.server.reflection != "auto" && c.server.reflection != "on" && c.server.reflection != "off")
     throw ConfigError("server.reflection: expected \"auto\", \"on\" or \"off\", got '" + c.server.reflection + "'");
   static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};

@@ -40,5 +40,11 @@ struct ServeConfig {
 void apply_overrides(nlohmann::json& config, const std::vector<std::string>& overrides);
 // Reads and validates everything; ConfigError names the field.
 ServeConfig serve_config_from_json(const nlohmann::json& config);
+// Makes the relative file paths of a config read from a file (model.path, the server's TLS,
+// token and port files) relative to that file's folder, as a config is written next to what it
+// names; paths given on the command line stay relative to the working directory.
+void resolve_config_paths(nlohmann::json& config, const std::string& config_file);
+// ConfigError naming `field` unless value is HOST:PORT with a port 0..65535 ("[::1]:50051" for IPv6).
+void check_host_port(const std::string& field, const std::string& value);
 
 }  // namespace kvserve

@@ -88,3 +88,75 @@ TEST(Config, ShippedConfigsAreValid) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+TEST(Config, ByteSizesTakeUnits) {
+  const auto bytes = [](const json& v) {
+    return serve_config_from_json({{"model", {{"path", "m"}}}, {"cache", {{"memory_bytes", v}}}})
+        .engine.cache.memory_bytes;
+  };
+  EXPECT_EQ(bytes(1073741824), int64_t{1} << 30);
+  EXPECT_EQ(bytes("2GiB"), int64_t{2} << 30);
+  EXPECT_EQ(bytes("512MiB"), int64_t{512} << 20);
+  EXPECT_EQ(bytes("1.5 GiB"), int64_t{3} << 29);
+  EXPECT_EQ(bytes("3GB"), int64_t{3000000000});
+  EXPECT_EQ(bytes("4096"), 4096);
+  for (const char* bad : {"2 gigs", "GiB", "-1GiB", "1e30GiB", ""}) {
+    try {
+      bytes(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("cache.memory_bytes"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Config, ListenAddressesAreHostAndAPortInRange) {
+  for (const char* ok : {"127.0.0.1:50051", "0.0.0.0:0", "[::1]:65535", "localhost:1"}) EXPECT_NO_THROW(check_host_port("f", ok)) << ok;
+  for (const char* bad : {"127.0.0.1:99999", "127.0.0.1:", ":50051", "127.0.0.1", "::1:80", "host:80a", "h:123456"}) {
+    try {
+      check_host_port("server.listen", bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("server.listen"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NE(error_of(json::parse(R"({"model": {"path": "m"}, "server": {"metrics_listen": "127.0.0.1:70000"}})"))
+                .find("server.metrics_listen"),
+            std::string::npos);
+}
+
+// Relative paths in a config file are relative to the file's folder; absolute ones stay.
+TEST(Config, RelativePathsResolveAgainstTheConfigFile) {
+  json c = json::parse(R"({"model": {"path": "../models/m.gguf"},
+                           "server": {"auth_token_file": "tokens.txt", "tls_cert_file": "/etc/cert.pem"}})");
+  resolve_config_paths(c, "/srv/kvserve/configs/prod.json");
+  EXPECT_EQ(c["model"]["path"], "/srv/kvserve/models/m.gguf");
+  EXPECT_EQ(c["server"]["auth_token_file"], "/srv/kvserve/configs/tokens.txt");
+  EXPECT_EQ(c["server"]["tls_cert_file"], "/etc/cert.pem");
+}
+
+// The shipped configs keep the metrics endpoint, and each sizes its KV cache for what its
+// comment claims on the default model (13,824 bytes per token in f32, half in f16).
+TEST(Config, ShippedConfigsServeMetricsAndFitWhatTheyClaim) {
+  const auto load = [](const char* name) {
+    std::ifstream in(std::string(KVSERVE_SOURCE_DIR) + "/configs/" + name);
+    return serve_config_from_json(json::parse(in));
+  };
+  for (const char* name : {"default.json", "throughput.json", "long-context.json"})
+    EXPECT_FALSE(load(name).server.metrics_listen.empty()) << name;
+  const ServeConfig t = load("throughput.json"), l = load("long-context.json");
+  const double f16 = 6912, f32 = 13824;
+  const double t_fit = t.engine.cache.memory_bytes / (f16 * t.engine.scheduler.max_model_len);
+  const double l_fit = l.engine.cache.memory_bytes / (f32 * 2048);
+  EXPECT_GE(t_fit, t.engine.scheduler.max_num_seqs);
+  EXPECT_LE(t_fit, 1.5 * t.engine.scheduler.max_num_seqs);
+  EXPECT_GE(l_fit, l.engine.scheduler.max_num_seqs);
+  EXPECT_LE(l_fit, 1.5 * l.engine.scheduler.max_num_seqs);
+}
+
+}  // namespace
+}  // namespace kvserve

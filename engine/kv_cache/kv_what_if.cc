@@ -18,7 +18,9 @@ std::vector<KvVariant> kv_what_if(const KvShapeFacts& f) {
   std::vector<KvVariant> out;
   out.push_back(make("as is", f.n_head_kv, gqa(f.n_head_kv)));
   out.push_back(make("MHA", f.n_head, gqa(f.n_head)));
-  for (int32_t g : {2, 4, 8}) out.push_back(make("GQA-" + std::to_string(g), g, gqa(g)));
+  // Only groupings the model's heads allow: g KV heads must divide the query heads and be fewer.
+  for (int32_t g : {2, 4, 8})
+    if (g < f.n_head && f.n_head % g == 0) out.push_back(make("GQA-" + std::to_string(g), g, gqa(g)));
   out.push_back(make("MQA", 1, gqa(1)));
   const int64_t latent = f.mla_latent > 0 ? f.mla_latent : 4 * int64_t{f.head_dim};
   out.push_back(make("MLA", 0, bytes(latent + f.mla_rope) * f.n_layer));

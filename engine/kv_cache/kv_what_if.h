@@ -1,6 +1,6 @@
 // What the KV cache would cost if the loaded model used another attention layout, under the
 // same KV budget and context: the model as it is, classic MHA (n_kv = n_head), GQA with 2, 4 and
-// 8 KV heads, MQA (one KV head), and MLA (a compressed latent of width d_c plus a decoupled
+// 8 KV heads where that many divide the query heads and are fewer, MQA (one KV head), and MLA (a compressed latent of width d_c plus a decoupled
 // rotary part d_rope per layer, as in DeepSeek-V2).
 #pragma once
 

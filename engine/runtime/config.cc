@@ -2,6 +2,7 @@
 
 #include "kernels/cpu_features.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -38,6 +39,37 @@ void read(const json& section, const std::string& name, const char* key, T& out,
   }
 }
 
+// A byte count: an integer, or a string with a unit ("512MiB", "2GiB", "1.5 GB"; KiB/MiB/GiB/TiB
+// are powers of 1024, kB/MB/GB/TB of 1000, "B" or none is bytes).
+void read_bytes(const json& section, const std::string& name, const char* key, int64_t& out,
+                std::set<std::string>& seen) {
+  seen.insert(key);
+  auto it = section.find(key);
+  if (it == section.end()) return;
+  if (!it->is_string()) {
+    read(section, name, key, out, seen);
+    return;
+  }
+  const std::string field = name + "." + key, text = it->get<std::string>();
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(0, unit.find_first_not_of(' '));
+  static const std::vector<std::pair<std::string, double>> units = {
+      {"", 1.0},      {"B", 1.0},      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"TiB", 1099511627776.0}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  const auto u = std::find_if(units.begin(), units.end(), [&](const auto& p) { return p.first == unit; });
+  if (used == 0 || u == units.end() || !(value >= 0) || value * u->second > 9.2e18)
+    throw ConfigError(field + ": expected bytes as an integer or a size such as \"512MiB\" or \"2GiB\", got " +
+                      it->dump());
+  out = static_cast<int64_t>(value * u->second);
+}
+
 const json& section(const json& config, const std::string& name) {
   static const json empty = json::object();
   auto it = config.find(name);
@@ -69,7 +101,7 @@ EngineOptions engine_options_from_json(const json& config) {
   const json& c = section(config, "cache");
   read(c, "cache", "block_size", o.cache.block_size, seen);
   read(c, "cache", "num_blocks", o.cache.num_blocks, seen);
-  read(c, "cache", "memory_bytes", o.cache.memory_bytes, seen);
+  read_bytes(c, "cache", "memory_bytes", o.cache.memory_bytes, seen);
   read(c, "cache", "enable_prefix_caching", o.cache.enable_prefix_caching, seen);
   read(c, "cache", "dtype", o.cache.dtype, seen);
   reject_unknown(c, "cache", seen);

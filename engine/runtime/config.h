@@ -17,7 +17,7 @@ class ConfigError : public std::runtime_error {
 
 struct ModelOptions {
   std::string path;             // GGUF file to serve (required)
-  int32_t num_threads = 0;      // compute threads for kernels and oneDNN; 0 = all cores
+  int32_t num_threads = 0;      // compute threads for kernels and oneDNN; 0 = the CPUs the process may use (affinity, cgroup quota)
   // BF16 weights: false = widen to F32 at load (exact; with oneDNN 2.6 the faster choice for
   // prompts and batches on the CPUs measured); true = keep them BF16 where the CPU multiplies
   // BF16 natively (half the weight memory, faster single-stream decode).
@@ -35,7 +35,7 @@ struct ModelOptions {
 struct CacheOptions {
   int32_t block_size = 16;               // tokens per KV block
   int32_t num_blocks = 0;                // KV blocks to allocate; 0 = derive from memory_bytes
-  int64_t memory_bytes = int64_t{1} << 30;  // KV budget in bytes, used when num_blocks is 0
+  int64_t memory_bytes = int64_t{1} << 30;  // KV budget in bytes ("2GiB" in JSON too), used when num_blocks is 0
   bool enable_prefix_caching = true;     // reuse the KV blocks of prompt prefixes already computed
   // K/V element type: "f32"; "f16" (half the bytes per token, so twice the tokens in the same
   // budget and half the bytes attention reads; llama.cpp's default cache type); or "q8_0" (each

@@ -1,5 +1,7 @@
 #include "runtime/engine.h"
 
+#include "runtime/cpu_budget.h"
+
 #include <dnnl.hpp>
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -54,8 +56,18 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
   // opens some sixty regions (the README's Threads note has the measurement).
   std::promise<void> loaded;
   std::future<void> ready = loaded.get_future();
+  // num_threads 0: the CPUs this process may really use (affinity and cgroup quota), not every
+  // CPU of the node.
+  if (options_.model.num_threads > 0) {
+    info_.num_threads = options_.model.num_threads;
+    info_.threads_reason = "model.num_threads";
+  } else {
+    const CpuBudget budget = cpu_budget();
+    info_.num_threads = budget.threads;
+    info_.threads_reason = budget.reason;
+  }
   thread_ = std::thread([this, loaded = std::move(loaded)]() mutable {
-    if (options_.model.num_threads > 0) omp_set_num_threads(options_.model.num_threads);
+    omp_set_num_threads(info_.num_threads);
     try {
       load();
     } catch (...) {

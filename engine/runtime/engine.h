@@ -37,6 +37,8 @@ struct ModelInfo {
   int64_t weight_bytes_per_step = 0;  // weight bytes a decode step streams from memory
   int64_t weight_bytes = 0;           // weight bytes held in memory
   std::string kernels;          // the CPU kernel set in use: "avx512", "avx2" or "scalar"
+  int32_t num_threads = 0;      // compute threads
+  std::string threads_reason;   // why that many: "model.num_threads", or the CPU budget found
   int64_t n_params = 0;
   int32_t n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_embd = 0, n_ff = 0, n_vocab = 0;
   int32_t n_ctx_train = 0;

@@ -8,16 +8,23 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include "cli_inspect.h"
+#include "cli_status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvserve.grpc.pb.h"
 
 namespace {
 
-int fail(const grpc::Status& s) {
-  std::fprintf(stderr, "kvserve-cli: %d %s\n", static_cast<int>(s.error_code()), s.error_message().c_str());
-  return 1;
+// The prompt argument as given, or "-": standard input; --prompt-file: that file.
+bool read_prompt(std::string& prompt, const std::string& file) {
+  const std::string path = !file.empty() ? file : prompt == "-" ? "/dev/stdin" : "";
+  if (path.empty()) return true;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  prompt.assign(std::istreambuf_iterator<char>(in), {});
+  return true;
 }
 
 const char* finish_name(kvserve::v1::FinishReason r) {
@@ -39,14 +46,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   auto* gen = app.add_subcommand("generate", "stream a continuation of PROMPT");
-  std::string prompt, request_id;
+  std::string prompt, prompt_file, request_id;
   kvserve::v1::SamplingParams sp;
-  int32_t max_tokens = 128, top_k = 0, top_logprobs = 0;
-  float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, rep = 1.0f, pres = 0.0f, freq = 0.0f;
+  // The API's own defaults (256 tokens, temperature 1.0): the CLI samples as any client would.
+  int32_t max_tokens = 256, top_k = 0, top_logprobs = 0;
+  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f, rep = 1.0f, pres = 0.0f, freq = 0.0f;
   uint64_t seed = 0;
   std::vector<std::string> stops;
-  bool ignore_eos = false, stats_after = false;
-  gen->add_option("prompt", prompt, "prompt text")->required();
+  bool ignore_eos = false, stats_after = false, logprobs = false;
+  gen->add_option("prompt", prompt, "prompt text (- reads standard input)");
+  gen->add_option("--prompt-file", prompt_file, "read the prompt from this file")->check(CLI::ExistingFile);
   gen->add_option("--max-tokens", max_tokens)->capture_default_str();
   gen->add_option("--temperature", temperature, "0 = greedy")->capture_default_str();
   gen->add_option("--top-k", top_k);
@@ -56,15 +65,23 @@ int main(int argc, char** argv) {
   gen->add_option("--presence-penalty", pres);
   gen->add_option("--frequency-penalty", freq);
   auto* seed_opt = gen->add_option("--seed", seed);
-  gen->add_option("--stop", stops, "stop string (repeatable)");
+  // One value per --stop, so that the prompt after it is not taken for a second stop string.
+  gen->add_option("--stop", stops, "stop string (repeat the flag for more)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   gen->add_flag("--ignore-eos", ignore_eos);
-  gen->add_option("--top-logprobs", top_logprobs);
+  gen->add_flag("--logprobs", logprobs, "print each token's log-probability to stderr");
+  gen->add_option("--top-logprobs", top_logprobs, "also print this many alternatives per token (implies --logprobs)");
   gen->add_option("--request-id", request_id);
   gen->add_flag("--verbose", stats_after, "print the completion summary to stderr");
   auto* info = app.add_subcommand("info", "model shape and KV cache cost");
   auto* stats = app.add_subcommand("stats", "engine counters");
   auto* health = app.add_subcommand("health", "grpc.health.v1 check; exit 0 when SERVING");
-  auto* tok = app.add_subcommand("tokenize", "token ids of TEXT");
+  auto* abort = app.add_subcommand("abort", "abort the running Generate with REQUEST_ID");
+  std::string abort_id;
+  abort->add_option("request_id", abort_id, "the request_id it was started with")->required();
+  auto* tok = app.add_subcommand("tokenize", "token ids and pieces of TEXT");
   std::string text;
   tok->add_option("text", text)->required();
   auto* inspect = app.add_subcommand("inspect", "attention of every layer and head over PROMPT, scored and labelled");
@@ -106,6 +123,17 @@ int main(int argc, char** argv) {
                      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
 
   if (*gen) {
+    if (!read_prompt(prompt, prompt_file)) {
+      std::fprintf(stderr, "kvserve-cli: cannot read the prompt from %s\n", prompt_file.c_str());
+      return 2;
+    }
+    if (prompt.empty() && prompt_file.empty()) {
+      std::fprintf(stderr, "kvserve-cli: generate needs a prompt: an argument, - for standard input, or --prompt-file\n");
+      return 2;
+    }
+    if (stats_after)
+      std::fprintf(stderr, "[sampling: max_tokens %d, temperature %g, top_p %g, top_k %d%s]\n", max_tokens, temperature,
+                   top_p, top_k, temperature == 0.0f ? " (greedy)" : "");
     kvserve::v1::GenerateRequest req;
     req.set_prompt(prompt);
     req.set_request_id(request_id);
@@ -122,12 +150,20 @@ int main(int argc, char** argv) {
     for (const auto& st : stops) s->add_stop(st);
     s->set_ignore_eos(ignore_eos);
     s->set_top_logprobs(top_logprobs);
+    s->set_logprobs(logprobs || top_logprobs > 0);
     auto reader = stub->Generate(&ctx, req);
     kvserve::v1::GenerateResponse resp;
     while (reader->Read(&resp)) {
       if (resp.has_chunk()) {
         std::fwrite(resp.chunk().text().data(), 1, resp.chunk().text().size(), stdout);
         std::fflush(stdout);
+        // One line a token on stderr: "[logprob] token 403 -0.1234 | 385 -1.9 410 -3.0".
+        for (const auto& lp : resp.chunk().logprobs()) {
+          std::string line = "[logprob] token " + std::to_string(lp.token_id()) + " " + std::to_string(lp.logprob());
+          if (lp.top_size()) line += " |";
+          for (const auto& t : lp.top()) line += " " + std::to_string(t.token_id()) + " " + std::to_string(t.logprob());
+          std::fprintf(stderr, "%s\n", line.c_str());
+        }
       } else if (resp.has_complete() && stats_after) {
         const auto& c = resp.complete();
         std::fprintf(stderr, "\n[%s] finish=%s prompt=%d completion=%d ttft=%.3fs total=%.3fs peak_kv=%lld bytes\n",
@@ -138,7 +174,7 @@ int main(int argc, char** argv) {
     }
     if (isatty(STDOUT_FILENO)) std::printf("\n");
     grpc::Status st = reader->Finish();
-    return st.ok() ? 0 : fail(st);
+    return st.ok() ? 0 : kvserve::cli_fail(st, addr);
   }
   if (*score) {
     std::ifstream file(score_file == "-" ? "/dev/stdin" : score_file, std::ios::binary);
@@ -159,7 +195,7 @@ int main(int argc, char** argv) {
       if (resp.has_complete())
         for (const auto& t : resp.complete().prompt_logprobs()) sum += t.logprob(), ++n;
     grpc::Status st = reader->Finish();
-    if (!st.ok()) return fail(st);
+    if (!st.ok()) return kvserve::cli_fail(st, addr);
     if (n == 0) {
       std::fprintf(stderr, "kvserve-cli: the text has fewer than two tokens: nothing to score\n");
       return 1;
@@ -171,7 +207,7 @@ int main(int argc, char** argv) {
   if (*info) {
     kvserve::v1::GetModelInfoResponse r;
     grpc::Status st = stub->GetModelInfo(&ctx, {}, &r);
-    if (!st.ok()) return fail(st);
+    if (!st.ok()) return kvserve::cli_fail(st, addr);
     const auto& kv = r.kv_bytes_per_token();
     std::printf("model: %s (%s), %.1fM params, %s kernels\n", r.name().c_str(), r.architecture().c_str(),
                 r.num_params() / 1e6, r.kernels().c_str());
@@ -199,7 +235,7 @@ int main(int argc, char** argv) {
   if (*stats) {
     kvserve::v1::GetStatsResponse r;
     grpc::Status st = stub->GetStats(&ctx, {}, &r);
-    if (!st.ok()) return fail(st);
+    if (!st.ok()) return kvserve::cli_fail(st, addr);
     std::printf("running %d, waiting %d, preemptions %lld\n", r.num_requests_running(), r.num_requests_waiting(),
                 static_cast<long long>(r.num_preemptions_total()));
     std::printf("blocks %d used / %d free / %d total (%.1f%%), tokens cached %lld\n", r.blocks_used(),
@@ -216,7 +252,7 @@ int main(int argc, char** argv) {
     auto hstub = grpc::health::v1::Health::NewStub(channel);
     grpc::health::v1::HealthCheckResponse r;
     grpc::Status st = hstub->Check(&ctx, {}, &r);
-    if (!st.ok()) return fail(st);
+    if (!st.ok()) return kvserve::cli_fail(st, addr);
     std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(r.status()).c_str());
     return r.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
   }
@@ -231,10 +267,22 @@ int main(int argc, char** argv) {
     req.set_text(text);
     kvserve::v1::TokenizeResponse r;
     grpc::Status st = stub->Tokenize(&ctx, req, &r);
-    if (!st.ok()) return fail(st);
+    if (!st.ok()) return kvserve::cli_fail(st, addr);
     for (int i = 0; i < r.token_ids_size(); ++i) std::printf("%s%d", i ? " " : "", r.token_ids(i));
     std::printf("\n");
+    // Then each token's piece, quoted, as the vocabulary spells it ("▁Once", "Ġworld").
+    for (int i = 0; i < r.pieces_size(); ++i) std::printf("%s'%s'", i ? " " : "", r.pieces(i).c_str());
+    if (r.pieces_size()) std::printf("\n");
     return 0;
+  }
+  if (*abort) {
+    kvserve::v1::AbortRequest req;
+    req.set_request_id(abort_id);
+    kvserve::v1::AbortResponse r;
+    grpc::Status st = stub->Abort(&ctx, req, &r);
+    if (!st.ok()) return kvserve::cli_fail(st, addr);
+    std::printf("%s\n", r.found() ? "aborted" : "not found (no running Generate has that id for this token)");
+    return r.found() ? 0 : 1;
   }
   return 0;
 }

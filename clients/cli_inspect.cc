@@ -4,17 +4,9 @@
 #include <fstream>
 
 #include "attention_report.h"
+#include "cli_status.h"
 
 namespace kvserve {
-namespace {
-
-int fail(const grpc::Status& s) {
-  std::fprintf(stderr, "kvserve-cli: %d %s\n", static_cast<int>(s.error_code()), s.error_message().c_str());
-  return 1;
-}
-
-}  // namespace
-
 int cli_inspect(v1::Inference::Stub& stub, grpc::ClientContext& ctx, const std::string& prompt,
                 const std::string& html_path) {
   v1::InspectAttentionRequest req;
@@ -22,7 +14,7 @@ int cli_inspect(v1::Inference::Stub& stub, grpc::ClientContext& ctx, const std::
   req.set_include_matrices(!html_path.empty());
   v1::InspectAttentionResponse r;
   grpc::Status st = stub.InspectAttention(&ctx, req, &r);
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return cli_fail(st, "");
   std::printf("%d tokens, %d layers x %d heads (induction probe: %d random tokens, twice)\n", r.token_ids_size(),
               r.n_layers(), r.n_heads(), r.induction_period());
   std::printf("%5s %4s  %-14s %6s %6s %6s %7s %9s\n", "layer", "head", "label", "prev", "sink", "local", "entropy",
@@ -49,7 +41,7 @@ int cli_head_importance(v1::Inference::Stub& stub, grpc::ClientContext& ctx, con
   req.set_loss_budget(loss_budget);
   v1::HeadImportanceResponse r;
   grpc::Status st = stub.HeadImportance(&ctx, req, &r);
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return cli_fail(st, "");
   std::printf("%d tokens scored, baseline mean log-likelihood %.5f nats/token\n", r.n_tokens(),
               r.baseline_mean_logprob());
   std::printf("%4s %5s %4s %14s %10s\n", "rank", "layer", "head", "mean logprob", "drop");

@@ -64,4 +64,34 @@ if [ -f "$models/quant/stories260K-q8_0.gguf" ]; then
   awk -v a="$want" -v b="$got" 'BEGIN { d = a - b; exit !(d < 1e-3 && d > -1e-3) }' \
     || { echo "Q8_0 score $got, llama.cpp on the twin $want"; exit 1; }
 fi
+# The operator issue's CLI cases: --stop before the prompt takes one value; the prompt from
+# standard input; --top-logprobs prints each token's alternatives; tokenize prints the pieces;
+# failures print the status name (and a hint when no server answers); abort by request id.
+cli=("$bin/clients/kvserve-cli" --addr "$addr")
+text=$("${cli[@]}" generate --stop "girl" "Once upon a time" --max-tokens 8 --temperature 0)
+[ "$text" = ", there was a little " ] || { echo "generate --stop girl PROMPT printed '$text'"; exit 1; }
+text=$(printf 'Once upon a time' | "${cli[@]}" generate - --max-tokens 8 --temperature 0)
+[ "$text" = ", there was a little girl" ] || { echo "generate - (stdin) printed '$text'"; exit 1; }
+printf 'Once upon a time' > "$out/prompt.txt"
+text=$("${cli[@]}" generate --prompt-file "$out/prompt.txt" --max-tokens 8 --temperature 0)
+[ "$text" = ", there was a little girl" ] || { echo "generate --prompt-file printed '$text'"; exit 1; }
+"${cli[@]}" generate "Once upon a time" --max-tokens 4 --temperature 0 --top-logprobs 2 2> "$out/lp.txt" > /dev/null
+[ "$(grep -cE '^\[logprob\] token [0-9]+ -?[0-9.]+ \| [0-9]+ -?[0-9.]+ [0-9]+ -?[0-9.]+$' "$out/lp.txt")" = 4 ] \
+  || { echo "--top-logprobs 2 printed:"; cat "$out/lp.txt"; exit 1; }
+"${cli[@]}" tokenize "Once upon a time" > "$out/tok.txt"
+[ "$(sed -n 1p "$out/tok.txt")" = "1 403 407 261 378" ] && [ "$(sed -n 2p "$out/tok.txt")" = "'<s>' '▁Once' '▁upon' '▁a' '▁time'" ] \
+  || { echo "tokenize printed:"; cat "$out/tok.txt"; exit 1; }
+! "${cli[@]}" generate "x" --top-p 7 2> "$out/err.txt" > /dev/null
+grep -q "^kvserve-cli: INVALID_ARGUMENT: .*top_p" "$out/err.txt" || { cat "$out/err.txt"; exit 1; }
+! "$bin/clients/kvserve-cli" --addr 127.0.0.1:1 --timeout 2 info 2> "$out/err2.txt"
+grep -q "^kvserve-cli: UNAVAILABLE: " "$out/err2.txt" && grep -q "no server answered at 127.0.0.1:1" "$out/err2.txt" \
+  || { cat "$out/err2.txt"; exit 1; }
+"${cli[@]}" generate "Once upon a time" --max-tokens 2000 --ignore-eos --request-id walk-abort --verbose \
+  > /dev/null 2> "$out/aborted.txt" &
+gen_pid=$!
+for _ in $(seq 100); do "${cli[@]}" abort walk-abort > "$out/abort.txt" 2>&1 && break; sleep 0.05; done
+grep -qx aborted "$out/abort.txt" || { cat "$out/abort.txt"; exit 1; }
+! wait "$gen_pid"
+grep -q "CANCELLED" "$out/aborted.txt" || { cat "$out/aborted.txt"; exit 1; }
+[ "$("${cli[@]}" abort walk-abort 2>&1)" = "not found (no running Generate has that id for this token)" ]
 echo "cli walkthrough: all checks passed"

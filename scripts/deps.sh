@@ -27,6 +27,8 @@ KVSERVE_BUILD_PACKAGES=(
 #   clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz), run for a bounded time by test.sh.
 #   openssl: the TLS test makes its own certificate. python3-yaml: the Kubernetes manifest check.
 #   chromium: renders the attention report headless (tests/attention_report_browser_test.sh).
+#   (npm, fetched by the test itself into the build folder: kubernetes-models and js-yaml for
+#   the Kubernetes manifest's schema check, tests/kubernetes_manifest_test.sh.)
 #   python3-regex: Python's `regex` module, the independent runner of Llama 3's and Qwen2's
 #   pre-tokenizer patterns (tests/test_pre_tokenizer_regex.py).
 KVSERVE_TEST_PACKAGES=(

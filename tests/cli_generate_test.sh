@@ -94,4 +94,10 @@ grep -qx aborted "$out/abort.txt" || { cat "$out/abort.txt"; exit 1; }
 ! wait "$gen_pid"
 grep -q "CANCELLED" "$out/aborted.txt" || { cat "$out/aborted.txt"; exit 1; }
 [ "$("${cli[@]}" abort walk-abort 2>&1)" = "not found (no running Generate has that id for this token)" ]
+# The README's Python example, exactly as written there (with this server's address).
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+text=$(/usr/bin/python3 "$root/clients/python/generate.py" --addr "$addr" --stubs "$bin/python" --max-tokens 8 \
+  --temperature 0 "Once upon a time" 2> "$out/py.txt")
+[ "$text" = ", there was a little girl" ] || { echo "generate.py printed '$text'"; cat "$out/py.txt"; exit 1; }
+grep -q "^\[FINISH_REASON_LENGTH: 5 prompt and 8 generated tokens\]" "$out/py.txt" || { cat "$out/py.txt"; exit 1; }
 echo "cli walkthrough: all checks passed"

@@ -94,6 +94,13 @@ grep -qx aborted "$out/abort.txt" || { cat "$out/abort.txt"; exit 1; }
 ! wait "$gen_pid"
 grep -q "CANCELLED" "$out/aborted.txt" || { cat "$out/aborted.txt"; exit 1; }
 [ "$("${cli[@]}" abort walk-abort 2>&1)" = "not found (no running Generate has that id for this token)" ]
+# The README's inspect figures, from its command: on stories260K.expected.txt three heads are
+# previous-token (1/3, 1/6, 3/6), eleven local, the rest mixed.
+"${cli[@]}" inspect "$(cat "$models/stories260K.expected.txt")" > "$out/inspect.txt"
+head -1 "$out/inspect.txt" | grep -q "^201 tokens, 5 layers x 8 heads" || { head -3 "$out/inspect.txt"; exit 1; }
+[ "$(awk 'NR > 2 && $3 == "previous-token" {printf "%s/%s ", $1, $2}' "$out/inspect.txt")" = "1/3 1/6 3/6 " ] \
+  || { cat "$out/inspect.txt"; exit 1; }
+[ "$(awk 'NR > 2 && $3 == "local"' "$out/inspect.txt" | wc -l)" = 11 ] || { cat "$out/inspect.txt"; exit 1; }
 # The README's Python example, exactly as written there (with this server's address).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 text=$(/usr/bin/python3 "$root/clients/python/generate.py" --addr "$addr" --stubs "$bin/python" --max-tokens 8 \

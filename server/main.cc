@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "gguf/gguf.h"
+#include "http/http_server.h"
 #include "runtime/engine.h"
 #include "inference_service.h"
 #include "metrics.h"
@@ -253,6 +254,30 @@ int main(int argc, char** argv) {
     }
   }
 
+  std::unique_ptr<kvserve::HttpServer> http;
+  if (!cfg.server.http_listen.empty()) {
+    const std::string& hl = cfg.server.http_listen;
+    const size_t colon = hl.rfind(':');
+    // The names a request's "model" may use: the file's stem (as vLLM serves a path's name) and
+    // general.name.
+    kvserve::HttpOptions ho;
+    ho.max_body_bytes = cfg.server.max_message_bytes;
+    ho.metrics_auth = cfg.server.metrics_auth;
+    ho.model_ids.push_back(std::filesystem::path(cfg.engine.model.path).stem().string());
+    if (!engine->model_info().name.empty()) ho.model_ids.push_back(engine->model_info().name);
+    try {
+      http = std::make_unique<kvserve::HttpServer>(*engine, service.auth(), service.metrics(), ho);
+      const int hport = http->start(hl.substr(0, colon), std::stoi(hl.substr(colon + 1)));
+      spdlog::info("OpenAI-compatible HTTP API on http://{}:{}/v1 (model \"{}\"){}", hl.substr(0, colon), hport,
+                   ho.model_ids.front(), service.auth().enabled() ? ", bearer token required" : "");
+      if (!cfg.server.port_file.empty()) std::ofstream(cfg.server.port_file + ".http") << hport << "\n";
+    } catch (const std::exception& e) {
+      spdlog::error("server.http_listen: cannot listen on {}: {}", hl, e.what());
+      server->Shutdown(std::chrono::system_clock::now());
+      return 1;
+    }
+  }
+
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received {}: draining for up to {} ms", sig == SIGTERM ? "SIGTERM" : "SIGINT",
@@ -260,11 +285,13 @@ int main(int argc, char** argv) {
   server->GetHealthCheckService()->SetServingStatus(false);
   server->GetHealthCheckService()->SetServingStatus(kvserve::v1::Inference::service_full_name(), false);
   service.begin_shutdown();
+  if (http) http->begin_shutdown();
   engine->shutdown(kvserve::Engine::Shutdown::kDrain, std::chrono::milliseconds(cfg.server.shutdown_grace_ms));
   // Every stream has its final event now; give the last writes a moment to reach the clients.
   // (Shutdown's own deadline would also wait for idle client connections to go away.)
   service.wait_streams_done(std::chrono::seconds(5));
   server->Shutdown(std::chrono::system_clock::now());
+  if (http) http->stop();
   const kvserve::EngineStats s = engine->stats();
   spdlog::info("stopped: {} requests finished, {} prompt and {} generated tokens", s.requests_finished_total,
                s.prompt_tokens_total, s.generation_tokens_total);

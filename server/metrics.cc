@@ -1,7 +1,8 @@
 #include "metrics.h"
 
+#include "http/mhd_address.h"
+
 #include <microhttpd.h>
-#include <netdb.h>
 #include <sys/socket.h>
 
 #include <cstdio>
@@ -56,19 +57,10 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
 }  // namespace
 
 int MetricsServer::start(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
   const std::string where = host + ":" + std::to_string(port);
-  const std::string bare = host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
-  if (getaddrinfo(bare.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
-    throw std::runtime_error("cannot resolve " + where);
-  sockaddr_storage addr{};
-  std::memcpy(&addr, found->ai_addr, found->ai_addrlen);
-  const bool v6 = found->ai_family == AF_INET6;
-  freeaddrinfo(found);
+  BindAddress bind = resolve_bind_address(host, port);
+  sockaddr_storage& addr = bind.addr;
+  const bool v6 = bind.v6;
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | (v6 ? MHD_USE_IPv6 : 0);
   daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &on_request, this,
                              MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),

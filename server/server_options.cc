@@ -76,7 +76,8 @@ ServeConfig serve_config_from_json(const json& config) {
         {"listen", &ServerOptions::listen},           {"log_level", &ServerOptions::log_level},
         {"port_file", &ServerOptions::port_file},     {"tls_cert_file", &ServerOptions::tls_cert_file},
         {"tls_key_file", &ServerOptions::tls_key_file}, {"auth_token_file", &ServerOptions::auth_token_file},
-        {"metrics_listen", &ServerOptions::metrics_listen}, {"reflection", &ServerOptions::reflection}};
+        {"metrics_listen", &ServerOptions::metrics_listen}, {"reflection", &ServerOptions::reflection},
+        {"http_listen", &ServerOptions::http_listen}};
     if (auto it = strings.find(k); it != strings.end()) {
       if (!v.is_string()) throw ConfigError(field + ": expected a string, got " + v.dump());
       c.server.*(it->second) = v.get<std::string>();
@@ -108,6 +109,7 @@ ServeConfig serve_config_from_json(const json& config) {
     throw ConfigError("server.tls_cert_file, server.tls_key_file: give both or neither");
   check_host_port("server.listen", c.server.listen);
   if (!c.server.metrics_listen.empty()) check_host_port("server.metrics_listen", c.server.metrics_listen);
+  if (!c.server.http_listen.empty()) check_host_port("server.http_listen", c.server.http_listen);
   if (c.server.reflection != "auto" && c.server.reflection != "on" && c.server.reflection != "off")
     throw ConfigError("server.reflection: expected \"auto\", \"on\" or \"off\", got '" + c.server.reflection + "'");
   static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};

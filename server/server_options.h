@@ -22,6 +22,7 @@ struct ServerOptions {
   std::string tls_cert_file;               // PEM certificate chain; with tls_key_file enables TLS
   std::string tls_key_file;                // PEM private key of that certificate
   std::string metrics_listen;              // HOST:PORT of the Prometheus /metrics endpoint; "" = off
+  std::string http_listen;                 // HOST:PORT of the OpenAI-compatible HTTP API; "" = off
   bool metrics_auth = false;               // with auth_token_file: /metrics needs a bearer token too
   // gRPC server reflection: "auto" (on without auth_token_file, off with it: gRPC's reflection
   // service cannot check a bearer token, so it would describe the API to anyone), "on", "off".

@@ -1,0 +1,63 @@
+// The OpenAI-compatible HTTP front end (server.http_listen) on libmicrohttpd: one epoll thread
+// for every connection; a streaming or waiting request parks (suspends) its connection and the
+// engine's events resume it, so 256 concurrent streams need no thread each. Routes:
+// POST /v1/completions (streamed as Server-Sent Events or not), GET /v1/models, GET /health,
+// POST /tokenize, POST /detokenize, GET /metrics; POST /v1/chat/completions answers that chat
+// templates are not implemented yet. Auth, ids, status mapping and metrics come from the
+// service core shared with gRPC.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/bearer_auth.h"
+#include "core/metrics.h"
+#include "runtime/engine.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+
+namespace kvserve {
+
+struct HttpOptions {
+  int64_t max_body_bytes = 4 << 20;  // larger bodies get 413 (server.max_message_bytes)
+  std::vector<std::string> model_ids;  // names the "model" field may use; the first is listed
+  bool metrics_auth = false;           // /metrics needs a bearer token too
+};
+
+class HttpServer {
+ public:
+  static constexpr unsigned kMaxConnections = 1024;
+
+  HttpServer(Engine& engine, const BearerAuth& auth, ServerMetrics& metrics, HttpOptions options);
+  ~HttpServer();
+  // Binds exclusively (a port in use is an error) and returns the bound port; throws
+  // std::runtime_error naming the address when it cannot.
+  int start(const std::string& host, int port);
+  // From now on /health answers 503 and new generation requests 503 (draining).
+  void begin_shutdown() { draining_ = true; }
+  void stop();
+
+  struct Call;  // one HTTP request's state (http_server.cc)
+  // For the daemon's callbacks: answers a request whose body has been read (or resumes one);
+  // true when the connection should stay (a reply was queued or it was suspended).
+  bool handle(MHD_Connection* c, Call& call);
+  // A request ended (answered, or its client went away): a generation still running is cancelled.
+  void finished(Call& call);
+
+ private:
+  bool start_completion(MHD_Connection* c, Call& call, const nlohmann::json& body, const std::string& tenant);
+
+  Engine& engine_;
+  const BearerAuth& auth_;
+  ServerMetrics& metrics_;
+  HttpOptions options_;
+  std::atomic<bool> draining_{false};
+  MHD_Daemon* daemon_ = nullptr;
+};
+
+}  // namespace kvserve

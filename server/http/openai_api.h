@@ -1,0 +1,66 @@
+// OpenAI's completions API in transport-neutral terms: a request body to an engine Request (the
+// fields OpenAI's clients send, and vLLM's extras), events to the JSON objects and Server-Sent
+// Event chunks they expect, and errors as OpenAI's error object. No sockets here
+// (http_server.h carries them), so all of it is unit-tested.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "core/service_status.h"
+#include "runtime/request.h"
+#include "text/tokenizer.h"
+
+namespace kvserve {
+
+// What a completions call asked for besides the engine request.
+struct CompletionCall {
+  Request request;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
+  int32_t logprobs = -1;       // completions' integer logprobs (0..5), -1 = none
+};
+
+// Parses a /v1/completions body; an error names OpenAI's field ("max_tokens: must be >= 1").
+// model_ids: the names the served model answers to (the request's "model" must be one).
+ServiceStatus parse_completion_request(const nlohmann::json& body, const Tokenizer& tokenizer,
+                                       const std::vector<std::string>& model_ids, CompletionCall* out);
+
+// The engine's validation messages name its own fields ("sampling.top_p: ..."); the HTTP API
+// reports OpenAI's ("top_p: ...").
+std::string openai_field_message(const std::string& engine_message);
+
+// OpenAI's finish_reason for a completion: "stop" (EOS, a stop token or string) or "length".
+const char* openai_finish_reason(FinishReason r);
+
+// {"error": {"message", "type", "param", "code"}} and the HTTP status for a service status.
+unsigned http_status_of(ServiceCode code);
+nlohmann::json openai_error(const ServiceStatus& s);
+
+// Accumulates one completion's events into the pieces of the response, in both shapes.
+class CompletionWriter {
+ public:
+  CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer, int32_t logprobs);
+  // The SSE lines for one event when streaming ("data: {...}\n\n", possibly none), and the
+  // final ones (the finish chunk, the usage chunk if asked, "data: [DONE]") on its completion.
+  std::string stream_event(const Event& event, bool include_usage);
+  // Called with every event when not streaming; body() is the whole response once complete.
+  void add(const Event& event);
+  nlohmann::json body() const;
+
+ private:
+  nlohmann::json chunk(const std::string& text, const nlohmann::json& logprobs, const char* finish) const;
+  nlohmann::json usage() const;
+  nlohmann::json logprobs_of(const Event& event) const;
+
+  std::string id_, model_;
+  int64_t created_;
+  const Tokenizer& tokenizer_;
+  int32_t logprobs_;
+  std::string text_;
+  nlohmann::json all_logprobs_ = nullptr;
+  Completion completion_;
+};
+
+}  // namespace kvserve

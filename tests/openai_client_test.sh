@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The HTTP API with the clients people use: the official `openai` npm package (pinned, installed
+# once into the build folder) for models and completions, and curl for the error cases: a bad
+# field (400 naming it), a missing bearer token (401), an oversize body (413), an unknown model
+# (404), and a client that disconnects mid-stream (its request cancelled, every block freed).
+# Exit 77 (skipped) when ../shared or npm is missing, unless REQUIRE is 1.
+# Usage: openai_client_test.sh SOURCE_DIR BUILD_DIR SHARED_MODELS_DIR REQUIRE(0|1)
+set -euo pipefail
+src="$1" build="$2" models="$3" require="$4"
+skip() { echo "$1"; [ "$require" = 1 ] && exit 1; exit 77; }
+[ -f "$models/stories260K.gguf" ] || skip "test data $models/stories260K.gguf not found"
+npm_dir="$build/npm-openai"
+if [ ! -d "$npm_dir/node_modules/openai" ]; then
+  mkdir -p "$npm_dir"
+  (cd "$npm_dir" && timeout 300 npm install --no-audit --no-fund --silent openai@5.12.0) || skip "npm could not install openai"
+fi
+out=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$out"; }
+trap cleanup EXIT
+start() {  # start NAME ARGS...: a server on free ports; its HTTP port in $out/NAME.port.http
+  local name=$1; shift
+  "$build/server/kvserve" --model "$models/stories260K.gguf" --listen 127.0.0.1:0 --port-file "$out/$name.port" \
+    --set cache.num_blocks=256 --set server.metrics_listen='""' --set server.http_listen='"127.0.0.1:0"' \
+    --set server.max_message_bytes=65536 "$@" > "$out/$name.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 200); do [ -f "$out/$name.port.http" ] && break; sleep 0.05; done
+  [ -f "$out/$name.port.http" ] || { cat "$out/$name.log"; exit 1; }
+}
+start open
+http="http://127.0.0.1:$(cat "$out/open.port.http")"
+expected=$("$build/engine/kvserve-generate" --model "$models/stories260K.gguf" --prompt "Once upon a time" \
+  --max-tokens 12 --temperature 0 --ignore-eos 2> /dev/null)
+cp "$src/tests/openai_client_test.mjs" "$npm_dir/test.mjs"
+node "$npm_dir/test.mjs" "$http/v1" stories260K "$expected" 5 12
+
+code() { curl -s -o "$out/body" -w "%{http_code}" "$@"; }
+[ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"x","max_tokens":0}')" = 400 ] && grep -q '"param":"max_tokens"' "$out/body" \
+  || { echo "max_tokens 0: $(cat "$out/body")"; exit 1; }
+[ "$(code "$http/v1/completions" -d '{"model":"gpt-4","prompt":"x"}')" = 404 ] || { cat "$out/body"; exit 1; }
+[ "$(code "$http/v1/completions" -d 'not json')" = 400 ] && grep -q "not valid JSON" "$out/body" || { cat "$out/body"; exit 1; }
+head -c 100000 /dev/zero | tr '\0' 'a' > "$out/big"
+[ "$(code "$http/v1/completions" --data-binary @"$out/big")" = 413 ] || { echo "oversize: $(cat "$out/body")"; exit 1; }
+[ "$(code "$http/v1/nothing")" = 404 ] || exit 1
+[ "$(code "$http/health")" = 200 ] || exit 1
+# A client that goes away mid-stream: the request is cancelled at the next step, blocks freed.
+cli=("$build/clients/kvserve-cli" --addr "127.0.0.1:$(cat "$out/open.port")")
+generated() { "${cli[@]}" stats | sed -n 's/.*generated tokens \([0-9]*\).*/\1/p'; }
+before=$(generated)
+curl -sN "$http/v1/completions" \
+  -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":2000,"ignore_eos":true,"stream":true}' \
+  > "$out/partial" 2>/dev/null &
+curl_pid=$!
+for _ in $(seq 200); do [ "$(grep -c '^data: ' "$out/partial")" -ge 5 ] && break; sleep 0.01; done
+kill "$curl_pid"; wait "$curl_pid" 2>/dev/null || true
+[ "$(grep -c '^data: ' "$out/partial")" -ge 5 ] || { echo "the stream sent nothing"; exit 1; }
+for _ in $(seq 100); do "${cli[@]}" stats | grep -q "^running 0, waiting 0" && break; sleep 0.05; done
+"${cli[@]}" stats | grep -q "^running 0, waiting 0" || { "${cli[@]}" stats; echo "the abandoned stream still runs"; exit 1; }
+"${cli[@]}" stats | grep -qE "^blocks 0 used" || { "${cli[@]}" stats; echo "blocks not freed"; exit 1; }
+[ $(( $(generated) - before )) -lt 2000 ] || { echo "the abandoned request ran to its end"; exit 1; }
+
+# With bearer tokens: none or a wrong one is 401; the right one works, for the SDK too.
+echo "secret-token-1" > "$out/tokens"
+start auth --set server.auth_token_file="\"$out/tokens\""
+ahttp="http://127.0.0.1:$(cat "$out/auth.port.http")"
+[ "$(code "$ahttp/v1/models")" = 401 ] && grep -q "bearer token" "$out/body" || { cat "$out/body"; exit 1; }
+[ "$(code -H "Authorization: Bearer nope" "$ahttp/v1/models")" = 401 ] || exit 1
+[ "$(code -H "Authorization: Bearer secret-token-1" "$ahttp/v1/models")" = 200 ] || exit 1
+KVSERVE_TOKEN=secret-token-1 node "$npm_dir/test.mjs" "$ahttp/v1" stories260K "$expected" 5 12
+echo "openai client test: all checks passed"

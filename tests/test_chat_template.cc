@@ -1,0 +1,132 @@
+// The chat-template interpreter against Python's Jinja2 (../shared/chat-templates/expected.json:
+// eight real templates, three conversations each, rendered as transformers renders them), and
+// the constructs those templates use, one by one, on inputs of our own.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "test_support.h"
+#include "text/jinja/jinja.h"
+
+namespace kvserve {
+namespace {
+
+using nlohmann::json;
+using jinja::JinjaError;
+using jinja::Template;
+using jinja::Value;
+
+std::string shared_template(const std::string& name) {
+  return std::string(KVSERVE_SHARED_DIR) + "/chat-templates/" + name;
+}
+
+json load_json(const std::string& path) {
+  std::ifstream in(path);
+  return in ? json::parse(in) : json();
+}
+
+constexpr std::time_t kFixedNow = 1727222400;  // 2024-09-25 00:00:00 UTC, as expected.json was made
+
+json conversation(const std::string& which) {
+  if (which == "a")
+    return json::array({{{"role", "system"}, {"content", "You are a helpful assistant."}},
+                        {{"role", "user"}, {"content", "Hello!"}}});
+  return json::array({{{"role", "user"}, {"content", "What is 2+2?"}},
+                      {{"role", "assistant"}, {"content", "4"}},
+                      {{"role", "user"}, {"content", "And 3+3?"}}});
+}
+
+std::string render(const std::string& source, const json& messages, bool add_generation_prompt, const json& src_info) {
+  json ctx = {{"messages", messages}, {"add_generation_prompt", add_generation_prompt}, {"tools", nullptr},
+              {"documents", nullptr}};
+  for (const char* k : {"bos_token", "eos_token"})
+    if (src_info.contains(k) && !src_info[k].is_null()) ctx[k] = src_info[k];
+  return Template(source).render(Value::from_json(ctx), kFixedNow);
+}
+
+TEST(ChatTemplate, RealTemplatesRenderAsJinja2Does) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_template("expected.json"));
+  const json expected = load_json(shared_template("expected.json"));
+  const json sources = load_json(shared_template("sources.json"));
+  int checked = 0;
+  for (auto it = expected.begin(); it != expected.end(); ++it) {
+    const std::string name = it.key();
+    const std::string source = testing::read_text(shared_template(name));
+    for (const char* conv : {"a", "b", "c"}) {
+      const json& want = it.value()[conv];
+      SCOPED_TRACE(name + " conversation " + conv);
+      const bool gen = std::string(conv) != "c";
+      if (want.is_object() && want.contains("error")) {
+        try {
+          render(source, conversation(conv), gen, sources[name]);
+          ADD_FAILURE() << "rendered; Jinja2 raised " << want["error"];
+        } catch (const JinjaError& e) {
+          EXPECT_NE(std::string(e.what()).find(want["error"].get<std::string>()), std::string::npos) << e.what();
+        }
+      } else {
+        EXPECT_EQ(render(source, conversation(conv), gen, sources[name]), want.get<std::string>());
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 24);
+}
+
+std::string r(const std::string& src, const json& ctx = json::object()) {
+  return Template(src).render(Value::from_json(ctx), kFixedNow);
+}
+
+// Constructs one at a time, each with what Jinja2 gives for it.
+TEST(ChatTemplate, Constructs) {
+  EXPECT_EQ(r("{{ 'a' ~ 1 ~ none }}"), "a1None");
+  EXPECT_EQ(r("{% for x in [1, 2, 3] %}{{ loop.index0 }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}"), "01,12,23");
+  EXPECT_EQ(r("{% for k, v in d.items() if k != 'b' %}{{ k }}={{ v }};{% endfor %}", {{"d", {{"a", 1}, {"b", 2}, {"c", 3}}}}),
+            "a=1;c=3;");
+  EXPECT_EQ(r("{% set ns = namespace(n=0) %}{% for x in [1,2,3] %}{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n }}"), "6");
+  EXPECT_EQ(r("{% set n = 1 %}{% for x in [1] %}{% set n = 5 %}{% endfor %}{{ n }}"), "1");  // loops scope set
+  EXPECT_EQ(r("{% if true %}{% set n = 7 %}{% endif %}{{ n }}"), "7");                       // if does not
+  EXPECT_EQ(r("{{ s[1:] }}|{{ s[:-1] }}|{{ s[-1] }}|{{ s[::-1] }}", {{"s", "abcd"}}), "bcd|abc|d|dcba");
+  EXPECT_EQ(r("{{ l[1:] | length }}", {{"l", {1, 2, 3}}}), "2");
+  EXPECT_EQ(r("{{ 'b' in 'abc' }}{{ 2 in [1,2] }}{{ 'k' in d }}{{ 'z' not in d }}", {{"d", {{"k", 1}}}}), "TrueTrueTrueTrue");
+  EXPECT_EQ(r("{{ x is defined }}{{ y is defined }}{{ not y is defined }}{{ x is not none }}", {{"x", 1}}), "TrueFalseTrueTrue");
+  EXPECT_EQ(r("{{ m.tool_calls is defined }}{{ 'yes' if m.tool_calls else 'no' }}", {{"m", {{"role", "user"}}}}), "Falseno");
+  EXPECT_EQ(r("{{ '  hi  ' | trim }}|{{ ' a b '.strip() }}|{{ 'a</think>b'.split('</think>')[-1] }}"), "hi|a b|b");
+  EXPECT_EQ(r("{{ 'abc'.startswith('ab') }}{{ x | string }}{{ [1] | list | length }}", {{"x", 5}}), "True51");
+  EXPECT_EQ(r("{{ ms | selectattr('role', 'equalto', 'user') | list | length }}",
+              {{"ms", {{{"role", "user"}}, {{"role", "bot"}}, {{"role", "user"}}}}}),
+            "2");
+  EXPECT_EQ(r("{{ d | tojson }}", {{"d", {{"a", {1, "é\n"}}, {"b", nullptr}}}}), "{\"a\": [1, \"é\\n\"], \"b\": null}");
+  EXPECT_EQ(r("{{ d | tojson(indent=2) }}", {{"d", {{"a", {1, 2}}}}}), "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
+  EXPECT_EQ(r("{{ x is string }}{{ d is mapping }}{{ l is iterable }}{{ 3 is odd }}", {{"x", "s"}, {"d", json::object()}, {"l", json::array()}}),
+            "TrueTrueTrueTrue");
+  EXPECT_EQ(r("{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}"),
+            "13");
+  EXPECT_EQ(r("{{ strftime_now('%d %b %Y') }}"), "25 Sep 2024");
+  EXPECT_EQ(r("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 1 / 2 }} {{ 2 ** 3 }} {{ 1.5 + 1 }}"), "3 -4 1 0.5 8 2.5");
+  EXPECT_EQ(r("{{ a or 'd' }}{{ '' or 'e' }}{{ 'x' and 'y' }}", {{"a", ""}}), "dey");
+  // Whitespace control: trim_blocks, lstrip_blocks and '-'.
+  EXPECT_EQ(r("a\n  {% if true %}\n  b\n  {% endif %}\nc"), "a\n  b\nc");
+  EXPECT_EQ(r("a  {%- if true -%}  b  {%- endif %}"), "ab");
+  EXPECT_EQ(r("{# note #}\nx{{ 1 }}\n"), "x1");  // a comment's newline, and the template's last one
+  EXPECT_EQ(r("{{ '}}' }}"), "}}");
+}
+
+TEST(ChatTemplate, ErrorsAreErrors) {
+  for (const char* bad : {"{% if x %}", "{{ 1 + }}", "{% macro m() %}{% endmacro %}", "{{ 'open }}", "{% for %}"})
+    EXPECT_THROW(Template{bad}, JinjaError) << bad;
+  EXPECT_THROW(r("{{ raise_exception('no system role') }}"), JinjaError);
+  try {
+    r("{{ raise_exception('Conversation roles must alternate') }}");
+  } catch (const JinjaError& e) {
+    EXPECT_STREQ(e.what(), "Conversation roles must alternate");
+  }
+  EXPECT_THROW(r("{{ x.y }}"), JinjaError);       // an attribute of an undefined value
+  EXPECT_THROW(r("{{ [1][5] }}"), JinjaError);
+  EXPECT_THROW(r("{{ 1 + 'a' }}"), JinjaError);
+  EXPECT_THROW(r("{{ x | nosuchfilter }}"), JinjaError);
+}
+
+}  // namespace
+}  // namespace kvserve

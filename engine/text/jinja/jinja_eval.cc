@@ -4,6 +4,7 @@
 // methods and globals chat templates use.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "text/jinja/jinja.h"
@@ -18,6 +19,10 @@ using K = Value::Kind;
   throw JinjaError("template line " + std::to_string(e.line) + ": " + what);
 }
 
+// Bounds on one render, so that no template (a fuzzer's, or a model file's) runs away.
+constexpr int64_t kMaxIterations = 1000000;
+constexpr size_t kMaxOutputBytes = 16 << 20;
+
 struct LoopSignal {
   enum { kNone, kBreak, kContinue } kind = kNone;
 };
@@ -25,7 +30,10 @@ struct LoopSignal {
 int64_t as_int(const Expr& e, const Value& v) {
   if (v.is(K::kInt)) return v.i;
   if (v.is(K::kBool)) return v.b;
-  if (v.is(K::kFloat)) return static_cast<int64_t>(v.f);
+  if (v.is(K::kFloat)) {
+    if (!(std::fabs(v.f) < 9.2e18)) fail(e, "float out of integer range");
+    return static_cast<int64_t>(v.f);
+  }
   fail(e, std::string("expected an integer, got ") + v.type_name());
 }
 
@@ -84,6 +92,7 @@ class Renderer {
   void render(const std::vector<Node>& nodes, std::string& out, LoopSignal& sig) {
     for (const Node& n : nodes) {
       if (sig.kind != LoopSignal::kNone) return;
+      if (out.size() > kMaxOutputBytes) throw JinjaError("template output exceeds 16 MiB");
       switch (n.kind) {
         case Node::Kind::kText: out += n.text; break;
         case Node::Kind::kOutput: out += eval(*n.expr).to_string(); break;
@@ -101,7 +110,10 @@ class Renderer {
           } else {
             Value ns = lookup(n.target);
             if (!ns.is(K::kDict)) fail(*n.expr, "'" + n.target + "' is not a namespace");
-            ns.set(n.attr, eval(*n.expr));
+            Value v = eval(*n.expr);
+            // Values are shared: a namespace holding itself would be a cycle nothing frees.
+            if (holds(v, ns.dict.get())) fail(*n.expr, "a namespace cannot hold itself");
+            ns.set(n.attr, std::move(v));
           }
           break;
         case Node::Kind::kBreak: sig.kind = LoopSignal::kBreak; return;
@@ -111,6 +123,18 @@ class Renderer {
   }
 
  private:
+  static bool holds(const Value& v, const Dict* target) {
+    if (v.is(K::kDict)) {
+      if (v.dict.get() == target) return true;
+      for (const auto& kv : *v.dict)
+        if (holds(kv.second, target)) return true;
+    } else if (v.is(K::kList)) {
+      for (const Value& x : *v.list)
+        if (holds(x, target)) return true;
+    }
+    return false;
+  }
+
   void render_for(const Node& n, std::string& out, LoopSignal& outer) {
     List items;
     for (const Value& v : iterate(*n.expr, eval(*n.expr))) {
@@ -129,6 +153,7 @@ class Renderer {
     }
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < len; ++k) {
+      if (++iterations_ > kMaxIterations) throw JinjaError("template loops exceed a million iterations");
       scopes_.emplace_back();
       bind(n, items[k]);
       scopes_.back()["loop"] = Value::of_dict({{"index", Value::integer(k + 1)},
@@ -190,9 +215,11 @@ class Renderer {
         if (a.size() >= 2) start = a[0].i, stop = a[1].i;
         if (a.size() >= 3) step = a[2].i;
         List out;
-        for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+        if (step == 0) throw JinjaError("range: step cannot be zero");
+        for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
           out.push_back(Value::integer(k));
           if (out.size() > 100000) throw JinjaError("range: too long");
+          if (__builtin_add_overflow(k, step, &k)) break;
         }
         return Value::of_list(std::move(out));
       });
@@ -219,7 +246,10 @@ class Renderer {
       case Expr::Kind::kUnary: {
         const Value v = eval(*e.a[0]);
         if (e.op == "not") return Value::boolean(!v.truthy());
-        if (v.is(K::kInt)) return Value::integer(e.op == "-" ? -v.i : v.i);
+        if (v.is(K::kInt)) {
+          if (e.op == "-" && v.i == std::numeric_limits<int64_t>::min()) fail(e, "integer overflow");
+          return Value::integer(e.op == "-" ? -v.i : v.i);
+        }
         if (v.is(K::kFloat)) return Value::number(e.op == "-" ? -v.f : v.f);
         fail(e, std::string("bad operand for unary ") + e.op + ": " + v.type_name());
       }
@@ -437,7 +467,12 @@ class Renderer {
       }
       return Value::string(s);
     }
-    if (f == "abs") return v.is(K::kFloat) ? Value::number(std::fabs(v.f)) : Value::integer(std::llabs(as_int(e, v)));
+    if (f == "abs") {
+      if (v.is(K::kFloat)) return Value::number(std::fabs(v.f));
+      const int64_t i = as_int(e, v);
+      if (i == std::numeric_limits<int64_t>::min()) fail(e, "integer overflow");
+      return Value::integer(i < 0 ? -i : i);
+    }
     fail(e, "unknown filter '" + f + "'");
   }
 
@@ -528,9 +563,18 @@ class Renderer {
       fail(e, std::string("unsupported operand types for ") + op + ": " + l.type_name() + " and " + r.type_name());
     const bool ints = !l.is(K::kFloat) && !r.is(K::kFloat);
     const double x = l.is(K::kFloat) ? l.f : double(as_int(e, l)), y = r.is(K::kFloat) ? r.f : double(as_int(e, r));
-    if (op == "+") return ints ? Value::integer(as_int(e, l) + as_int(e, r)) : Value::number(x + y);
-    if (op == "-") return ints ? Value::integer(as_int(e, l) - as_int(e, r)) : Value::number(x - y);
-    if (op == "*") return ints ? Value::integer(as_int(e, l) * as_int(e, r)) : Value::number(x * y);
+    if (ints && (op == "+" || op == "-" || op == "*")) {
+      int64_t out = 0;
+      const int64_t a = as_int(e, l), b = as_int(e, r);
+      const bool over = op == "+" ? __builtin_add_overflow(a, b, &out)
+                        : op == "-" ? __builtin_sub_overflow(a, b, &out)
+                                    : __builtin_mul_overflow(a, b, &out);
+      if (over) fail(e, "integer overflow");
+      return Value::integer(out);
+    }
+    if (op == "+") return Value::number(x + y);
+    if (op == "-") return Value::number(x - y);
+    if (op == "*") return Value::number(x * y);
     if (op == "/") {
       if (y == 0) fail(e, "division by zero");
       return Value::number(x / y);
@@ -539,19 +583,27 @@ class Renderer {
       if (y == 0) fail(e, "division by zero");
       if (ints) {
         const int64_t a = as_int(e, l), b = as_int(e, r);
+        if (a == std::numeric_limits<int64_t>::min() && b == -1) fail(e, "integer overflow");
         int64_t q = a / b, m = a % b;
         if (m != 0 && ((m < 0) != (b < 0))) --q, m += b;  // Python floors
         return Value::integer(op == "//" ? q : m);
       }
       return Value::number(op == "//" ? std::floor(x / y) : x - std::floor(x / y) * y);
     }
-    if (op == "**") return ints && as_int(e, r) >= 0 ? Value::integer(static_cast<int64_t>(std::pow(x, y)))
-                                                      : Value::number(std::pow(x, y));
+    if (op == "**") {
+      const double p = std::pow(x, y);
+      if (ints && as_int(e, r) >= 0) {
+        if (!(std::fabs(p) < 9.2e18)) fail(e, "integer overflow");
+        return Value::integer(static_cast<int64_t>(p));
+      }
+      return Value::number(p);
+    }
     fail(e, "unknown operator " + op);
   }
 
   std::vector<std::map<std::string, Value>> scopes_;
   std::time_t now_;
+  int64_t iterations_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // a block or comment tag; lstrip_blocks drops the spaces and tabs before one at the start of a
 // line), then each tag's tokens parsed by recursive descent with Jinja's precedence.
 #include <cctype>
+#include <charconv>
 #include <set>
 
 #include "text/jinja/jinja_ast.h"
@@ -129,9 +130,13 @@ std::vector<Token> tokenize(const std::string& s, int line) {
       if (e + 1 < s.size() && s[e] == '.' && std::isdigit(static_cast<unsigned char>(s[e + 1]))) {
         ++e;
         while (e < s.size() && std::isdigit(static_cast<unsigned char>(s[e]))) ++e;
-        out.push_back({Token::Type::kFloat, s.substr(k, e - k), 0, std::stod(s.substr(k, e - k))});
+        double f = 0;
+        if (std::from_chars(s.data() + k, s.data() + e, f).ec != std::errc()) fail(line, "number out of range");
+        out.push_back({Token::Type::kFloat, s.substr(k, e - k), 0, f});
       } else {
-        out.push_back({Token::Type::kInt, s.substr(k, e - k), std::stoll(s.substr(k, e - k))});
+        int64_t i = 0;
+        if (std::from_chars(s.data() + k, s.data() + e, i).ec != std::errc()) fail(line, "integer out of range");
+        out.push_back({Token::Type::kInt, s.substr(k, e - k), i});
       }
       k = e;
     } else if (c == '\'' || c == '"') {
@@ -322,9 +327,11 @@ class ExprParser {
             if (++n > 2) fail(line_, "too many ':' in a slice");
             continue;
           }
+          if (parts[n]) fail(line_, "expected ':' or ']' in a subscript");
           parts[n] = expr();
         }
         ++p_;
+        if (!slice && !parts[0]) fail(line_, "empty subscript []");
         e = slice ? make(Expr::Kind::kSlice, "", {e, parts[0], parts[1], parts[2]})
                   : make(Expr::Kind::kIndex, "", {e, parts[0]});
       } else if (is_op("(")) {

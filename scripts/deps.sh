@@ -30,9 +30,10 @@ KVSERVE_BUILD_PACKAGES=(
 #   (npm, fetched by the test itself into the build folder: kubernetes-models and js-yaml for
 #   the Kubernetes manifest's schema check, tests/kubernetes_manifest_test.sh.)
 #   python3-regex: Python's `regex` module, the independent runner of Llama 3's and Qwen2's
-#   pre-tokenizer patterns (tests/test_pre_tokenizer_regex.py).
+#   pre-tokenizer patterns (tests/test_pre_tokenizer_regex.py). python3-jinja2: the reference
+#   renderer of chat templates on conversations not in shared/ (tests/test_chat_template_jinja2.py).
 KVSERVE_TEST_PACKAGES=(
-  python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex
+  python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex python3-jinja2
 )
 # The container test: builds and runs the Dockerfile without a Docker daemon.
 KVSERVE_CONTAINER_PACKAGES=(buildah podman runc debootstrap uidmap slirp4netns fuse-overlayfs)

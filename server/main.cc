@@ -64,6 +64,7 @@ void log_startup(const kvserve::Engine& engine) {
     spdlog::info("KV what-if {:>6}: {:>9} bytes/token, {:>10} tokens, {:.2f}x at {} tokens", v.name, v.bytes_per_token,
                  v.token_capacity, v.max_concurrency, m.max_model_len);
   spdlog::info("prefix caching: {}", engine.options().cache.enable_prefix_caching ? "on" : "off");
+  spdlog::info("chat template: {}", m.chat_template);
   const auto& s = engine.options().scheduler;
   spdlog::info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, max_waiting {}",
                s.max_num_seqs, s.max_num_batched_tokens, s.max_model_len, s.max_waiting);

@@ -1,6 +1,6 @@
 // The official openai npm package, unmodified, against kvserve's HTTP API: lists the model, and
 // completions.create gives the same greedy text as kvserve-generate, streamed and not, with
-// correct usage. Usage: node openai_client_test.mjs BASE_URL MODEL EXPECTED_TEXT PROMPT_TOKENS MAX_TOKENS
+// correct usage; a chat completion, whole and streamed, agrees with itself. Usage: node openai_client_test.mjs BASE_URL MODEL EXPECTED_TEXT PROMPT_TOKENS MAX_TOKENS
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 
@@ -34,6 +34,33 @@ assert.ok(chunks > 2, `only ${chunks} chunks: not streamed`);
 assert.equal(finish, "length");
 assert.equal(usage.completion_tokens, Number(maxTokens));
 
+// Chat: the model's template (ChatML here: stories260K has none), whole and streamed alike;
+// the prompt counted as the template renders it (kvserve's /apply-template and /tokenize).
+const messages = [{ role: "system", content: "Tell stories." }, { role: "user", content: "Once upon a time" }];
+const chatRequest = { model, messages, max_tokens: Number(maxTokens), temperature: 0 };
+const chat = await client.chat.completions.create(chatRequest);
+assert.equal(chat.object, "chat.completion");
+assert.equal(chat.choices[0].message.role, "assistant");
+assert.equal(chat.choices[0].finish_reason, "length");
+assert.equal(chat.usage.completion_tokens, Number(maxTokens));
+const root = baseURL.replace(/\/v1$/, "");
+const headers = { "content-type": "application/json", authorization: `Bearer ${process.env.KVSERVE_TOKEN ?? "none"}` };
+const rendered = await (await fetch(`${root}/apply-template`, { method: "POST", headers, body: JSON.stringify({ messages }) })).json();
+assert.equal(rendered.prompt, "<|im_start|>system\nTell stories.<|im_end|>\n<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n");
+const counted = await (await fetch(`${root}/tokenize`, { method: "POST", headers, body: JSON.stringify({ prompt: rendered.prompt, add_special: false }) })).json();
+assert.equal(chat.usage.prompt_tokens, counted.count);
+let chatText = "", role = null, chatFinish = null;
+for await (const chunk of await client.chat.completions.create({ ...chatRequest, stream: true })) {
+  for (const choice of chunk.choices) {
+    if (choice.delta.role) role = choice.delta.role;
+    chatText += choice.delta.content ?? "";
+    if (choice.finish_reason) chatFinish = choice.finish_reason;
+  }
+}
+assert.equal(role, "assistant");
+assert.equal(chatText, chat.choices[0].message.content);
+assert.equal(chatFinish, "length");
+
 // A bad field: the SDK raises the 400 with the field named.
 await assert.rejects(client.completions.create({ ...request, top_p: 7 }), (e) => e.status === 400 && /top_p/.test(e.message));
-console.log(`openai ${OpenAI.VERSION ?? ""}: models, completions (whole and streamed, ${chunks} chunks) as kvserve-generate`);
+console.log(`openai: models, completions (whole and streamed, ${chunks} chunks) as kvserve-generate, chat whole and streamed`);

@@ -30,6 +30,9 @@ struct ModelOptions {
   // one (for tests, and for CPUs that lower their clock under AVX-512); a level the CPU lacks is
   // refused at start-up. Below avx512, oneDNN is held to the same instructions.
   std::string kernels = "auto";
+  // A Jinja chat template to use instead of the model file's tokenizer.chat_template ("" = the
+  // file's, or ChatML when it has none): what the HTTP API's /v1/chat/completions renders.
+  std::string chat_template_file;
 };
 
 struct CacheOptions {

@@ -88,6 +88,9 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
 void Engine::load() {
   file_ = std::make_unique<GgufFile>(options_.model.path);
   tokenizer_ = std::make_unique<Tokenizer>(*file_);
+  chat_template_ = std::make_unique<ChatTemplate>(*file_, *tokenizer_, options_.model.chat_template_file);
+  info_.chat_template = chat_template_->origin();
+  if (!chat_template_->error().empty()) info_.chat_template += "; UNUSABLE: " + chat_template_->error();
   const KernelLevel best = best_supported_level();
   KernelLevel level = best;
   if (options_.model.kernels != "auto") {

@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "runtime/request.h"
 #include "runtime/scheduler.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 namespace kvserve {
@@ -37,6 +38,7 @@ struct ModelInfo {
   int64_t weight_bytes_per_step = 0;  // weight bytes a decode step streams from memory
   int64_t weight_bytes = 0;           // weight bytes held in memory
   std::string kernels;          // the CPU kernel set in use: "avx512", "avx2" or "scalar"
+  std::string chat_template;    // where the chat template comes from (ChatTemplate::origin)
   int32_t num_threads = 0;      // compute threads
   std::string threads_reason;   // why that many: "model.num_threads", or the CPU budget found
   int64_t n_params = 0;
@@ -102,6 +104,7 @@ class Engine {
 
   const ModelInfo& model_info() const { return info_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ChatTemplate& chat_template() const { return *chat_template_; }
   const EngineOptions& options() const { return options_; }
 
   // Empty if `request` is acceptable; else a message naming the field (the checks submit makes).
@@ -133,6 +136,7 @@ class Engine {
 
   EngineOptions options_;
   std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<ChatTemplate> chat_template_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
   ModelInfo info_;

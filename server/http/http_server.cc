@@ -236,7 +236,7 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     return reply_json(c, 200, {{"object", "list"}, {"data", json::array({model})}}) == MHD_YES;
   }
   const bool known = url == "/v1/completions" || url == "/v1/chat/completions" || url == "/tokenize" ||
-                     url == "/detokenize";
+                     url == "/detokenize" || url == "/apply-template";
   if (!known) return reply_error(c, {ServiceCode::kNotFound, "url: no such endpoint: " + log_escape(url)}) == MHD_YES;
   if (!post) return reply(c, 405, "text/plain", "method not allowed: use POST\n") == MHD_YES;
   json body;
@@ -268,26 +268,31 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     }
     return reply_json(c, 200, {{"prompt", tok.decode(ids)}}) == MHD_YES;
   }
-  if (url == "/v1/chat/completions")
-    return reply_json(c, 501,
-                      openai_error({ServiceCode::kInvalidArgument,
-                                    "messages: chat templates are not implemented yet; send the formatted prompt to "
-                                    "/v1/completions"})) == MHD_YES;
+  if (url == "/apply-template") {
+    std::string prompt;
+    const ServiceStatus st = apply_template(body, engine_.chat_template(), &prompt);
+    if (!st.ok()) return reply_error(c, st) == MHD_YES;
+    return reply_json(c, 200, {{"prompt", prompt}}) == MHD_YES;
+  }
   if (draining_) return reply_error(c, {ServiceCode::kUnavailable, "the server is shutting down"}) == MHD_YES;
   call.body.clear();
-  return start_completion(c, call, body, *tenant);
+  return start_completion(c, call, body, *tenant, url == "/v1/chat/completions");
 }
 
-bool HttpServer::start_completion(MHD_Connection* c, Call& call, const json& body, const std::string& tenant) {
+bool HttpServer::start_completion(MHD_Connection* c, Call& call, const json& body, const std::string& tenant,
+                                  bool chat) {
   CompletionCall cc;
-  ServiceStatus st = parse_completion_request(body, engine_.tokenizer(), options_.model_ids, &cc);
+  ServiceStatus st = chat ? parse_chat_request(body, engine_.tokenizer(), options_.model_ids, engine_.chat_template(),
+                                               engine_.model_info().max_model_len, &cc)
+                          : parse_completion_request(body, engine_.tokenizer(), options_.model_ids, &cc);
   if (!st.ok()) return reply_error(c, st) == MHD_YES;
   std::string id = random_request_id();
   cc.request.client_id = (tenant.empty() ? "" : tenant + "/") + id;
   const int64_t created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto stream = std::make_shared<CompletionStream>(
-      CompletionWriter("cmpl-" + id.substr(4), options_.model_ids.front(), created, engine_.tokenizer(), cc.logprobs),
+      CompletionWriter((chat ? "chatcmpl-" : "cmpl-") + id.substr(4), options_.model_ids.front(), created,
+                       engine_.tokenizer(), cc.logprobs, chat),
       cc.stream, cc.include_usage, metrics_);
   stream->attach(c);
   const SubmitResult r = engine_.submit(std::move(cc.request), stream);

@@ -2,9 +2,9 @@
 // for every connection; a streaming or waiting request parks (suspends) its connection and the
 // engine's events resume it, so 256 concurrent streams need no thread each. Routes:
 // POST /v1/completions (streamed as Server-Sent Events or not), GET /v1/models, GET /health,
-// POST /tokenize, POST /detokenize, GET /metrics; POST /v1/chat/completions answers that chat
-// templates are not implemented yet. Auth, ids, status mapping and metrics come from the
-// service core shared with gRPC.
+// POST /v1/chat/completions (the model's chat template; chat.completion shapes), POST
+// /tokenize, /detokenize and /apply-template, GET /metrics. Auth, ids, status mapping and
+// metrics come from the service core shared with gRPC.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -50,7 +50,8 @@ class HttpServer {
   void finished(Call& call);
 
  private:
-  bool start_completion(MHD_Connection* c, Call& call, const nlohmann::json& body, const std::string& tenant);
+  bool start_completion(MHD_Connection* c, Call& call, const nlohmann::json& body, const std::string& tenant,
+                        bool chat);
 
   Engine& engine_;
   const BearerAuth& auth_;

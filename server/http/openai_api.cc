@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/request_input.h"
+#include "text/utf8.h"
 
 namespace kvserve {
 namespace {
@@ -35,28 +36,17 @@ bool number(const json& body, const char* key, T& out, double lo, double hi, Ser
   return true;
 }
 
-}  // namespace
-
-std::string openai_field_message(const std::string& m) {
-  static const std::vector<std::pair<std::string, std::string>> names = {
-      {"sampling.max_new_tokens", "max_tokens"}, {"sampling.temperature", "temperature"},
-      {"sampling.top_k", "top_k"},               {"sampling.top_p", "top_p"},
-      {"sampling.min_p", "min_p"},               {"sampling.repetition_penalty", "repetition_penalty"},
-      {"sampling.presence_penalty", "presence_penalty"}, {"sampling.frequency_penalty", "frequency_penalty"},
-      {"sampling.stop", "stop"},                 {"sampling.top_logprobs", "logprobs"},
-      {"prompt_token_ids", "prompt"},            {"prompt", "prompt"}};
-  for (const auto& [from, to] : names)
-    if (m.compare(0, from.size(), from) == 0) return to + m.substr(from.size());
-  return m;
-}
-
-ServiceStatus parse_completion_request(const json& body, const Tokenizer& tokenizer,
-                                       const std::vector<std::string>& model_ids, CompletionCall* out) {
+ServiceStatus check_model(const json& body, const std::vector<std::string>& model_ids) {
   if (!body.is_object()) return invalid("body: expected a JSON object");
   auto model = body.find("model");
   if (model == body.end() || !model->is_string()) return invalid("model: required, a string");
   if (std::find(model_ids.begin(), model_ids.end(), model->get<std::string>()) == model_ids.end())
     return {ServiceCode::kNotFound, "model: '" + model->get<std::string>() + "' is not served here (GET /v1/models)"};
+  return {};
+}
+
+// The fields completions and chat share (everything but the prompt and the model).
+ServiceStatus parse_sampling(const json& body, CompletionCall* out) {
   CompletionCall& c = *out;
   SamplingParams& s = c.request.sampling;
   s.max_new_tokens = 16;  // OpenAI's default for completions
@@ -109,6 +99,29 @@ ServiceStatus parse_completion_request(const json& body, const Tokenizer& tokeni
     if (auto u = it->find("include_usage"); u != it->end() && u->is_boolean()) c.include_usage = u->get<bool>();
   if (auto it = body.find("user"); it != body.end() && it->is_string()) c.request.client_id = it->get<std::string>();
 
+  return {};
+}
+
+}  // namespace
+
+std::string openai_field_message(const std::string& m) {
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"sampling.max_new_tokens", "max_tokens"}, {"sampling.temperature", "temperature"},
+      {"sampling.top_k", "top_k"},               {"sampling.top_p", "top_p"},
+      {"sampling.min_p", "min_p"},               {"sampling.repetition_penalty", "repetition_penalty"},
+      {"sampling.presence_penalty", "presence_penalty"}, {"sampling.frequency_penalty", "frequency_penalty"},
+      {"sampling.stop", "stop"},                 {"sampling.top_logprobs", "logprobs"},
+      {"prompt_token_ids", "prompt"},            {"prompt", "prompt"}};
+  for (const auto& [from, to] : names)
+    if (m.compare(0, from.size(), from) == 0) return to + m.substr(from.size());
+  return m;
+}
+
+ServiceStatus parse_completion_request(const json& body, const Tokenizer& tokenizer,
+                                       const std::vector<std::string>& model_ids, CompletionCall* out) {
+  if (ServiceStatus st = check_model(body, model_ids); !st.ok()) return st;
+  if (ServiceStatus st = parse_sampling(body, out); !st.ok()) return st;
+  CompletionCall& c = *out;
   // prompt: a string, an array of token ids, or an array holding one string.
   auto p = body.find("prompt");
   if (p == body.end() || p->is_null()) return invalid("prompt: required");
@@ -135,6 +148,54 @@ ServiceStatus parse_completion_request(const json& body, const Tokenizer& tokeni
   ServiceStatus st = resolve_prompt(text, ids, tokenizer, &c.request.prompt);
   if (!st.ok()) st.message = openai_field_message(st.message);
   return st;
+}
+
+ServiceStatus apply_template(const json& body, const ChatTemplate& chat_template, std::string* prompt) {
+  if (!body.is_object()) return invalid("body: expected a JSON object");
+  auto m = body.find("messages");
+  if (m == body.end() || !m->is_array() || m->empty()) return invalid("messages: required, a non-empty array");
+  for (const json& msg : *m)
+    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
+      return invalid("messages: each message needs a string role");
+  bool gen = true;
+  if (auto g = body.find("add_generation_prompt"); g != body.end() && g->is_boolean()) gen = g->get<bool>();
+  try {
+    *prompt = chat_template.render(*m, gen);
+  } catch (const jinja::JinjaError& e) {
+    return invalid(std::string("messages: the chat template refuses them: ") + e.what());
+  }
+  return {};
+}
+
+ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
+                                 const std::vector<std::string>& model_ids, const ChatTemplate& chat_template,
+                                 int32_t max_model_len, CompletionCall* out) {
+  if (ServiceStatus st = check_model(body, model_ids); !st.ok()) return st;
+  json fields = body;
+  // Chat's logprobs is a boolean, with top_logprobs beside it.
+  fields.erase("logprobs");
+  if (auto it = body.find("max_completion_tokens"); it != body.end() && !body.contains("max_tokens"))
+    fields["max_tokens"] = *it;
+  if (ServiceStatus st = parse_sampling(fields, out); !st.ok()) return st;
+  CompletionCall& c = *out;
+  if (auto lp = body.find("logprobs"); lp != body.end() && lp->is_boolean() && lp->get<bool>()) {
+    int32_t top = 0;
+    ServiceStatus e;
+    if (!number(body, "top_logprobs", top, 0, 20, &e)) return e;
+    c.logprobs = top;
+    c.request.sampling.logprobs = true;
+    c.request.sampling.top_logprobs = top;
+  }
+  std::string prompt;
+  json templ = {{"messages", body.contains("messages") ? body["messages"] : json()}, {"add_generation_prompt", true}};
+  if (ServiceStatus st = apply_template(templ, chat_template, &prompt); !st.ok()) return st;
+  if (!utf8_is_valid(prompt)) return invalid("messages: not valid UTF-8");
+  // The template writes the BOS text itself where the model wants one: not added again.
+  c.request.prompt = tokenizer.encode(prompt, false, true);
+  if (c.request.prompt.empty()) return invalid("messages: the rendered prompt is empty");
+  if (!body.contains("max_tokens") && !body.contains("max_completion_tokens"))  // as much as the context leaves
+    c.request.sampling.max_new_tokens = std::max<int32_t>(1, max_model_len - static_cast<int32_t>(c.request.prompt.size()));
+  return {};
 }
 
 const char* openai_finish_reason(FinishReason r) {
@@ -175,17 +236,26 @@ json openai_error(const ServiceStatus& s) {
 }
 
 CompletionWriter::CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer,
-                                   int32_t logprobs)
-    : id_(std::move(id)), model_(std::move(model)), created_(created), tokenizer_(tokenizer), logprobs_(logprobs) {}
+                                   int32_t logprobs, bool chat)
+    : id_(std::move(id)), model_(std::move(model)), created_(created), tokenizer_(tokenizer), logprobs_(logprobs),
+      chat_(chat) {}
 
 json CompletionWriter::chunk(const std::string& text, const json& logprobs, const char* finish) const {
+  const json reason = finish ? json(finish) : json(nullptr);
+  if (!chat_)
+    return {{"id", id_},
+            {"object", "text_completion"},
+            {"created", created_},
+            {"model", model_},
+            {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", reason}}})}};
+  json delta = json::object();
+  if (!role_sent_) delta["role"] = "assistant";
+  if (!text.empty() || !finish) delta["content"] = text;
   return {{"id", id_},
-          {"object", "text_completion"},
+          {"object", "chat.completion.chunk"},
           {"created", created_},
           {"model", model_},
-          {"choices",
-           json::array({{{"index", 0}, {"text", text}, {"logprobs", logprobs},
-                         {"finish_reason", finish ? json(finish) : json(nullptr)}}})}};
+          {"choices", json::array({{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", reason}}})}};
 }
 
 json CompletionWriter::usage() const {
@@ -214,14 +284,17 @@ json CompletionWriter::logprobs_of(const Event& e) const {
 
 std::string CompletionWriter::stream_event(const Event& event, bool include_usage) {
   std::string out;
-  if (!event.text.empty() || !event.logprobs.empty())
+  if (!event.text.empty() || !event.logprobs.empty() || (chat_ && !role_sent_)) {
     out += "data: " + chunk(event.text, logprobs_of(event), nullptr).dump() + "\n\n";
+    role_sent_ = true;
+  }
   text_ += event.text;
   if (!event.completion) return out;
   completion_ = *event.completion;
   out += "data: " + chunk("", nullptr, openai_finish_reason(completion_.reason)).dump() + "\n\n";
   if (include_usage) {
-    json u = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
+    json u = {{"id", id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
+              {"model", model_},
               {"choices", json::array()}, {"usage", usage()}};
     out += "data: " + u.dump() + "\n\n";
   }
@@ -244,7 +317,19 @@ void CompletionWriter::add(const Event& event) {
 }
 
 json CompletionWriter::body() const {
-  json b = chunk(text_, all_logprobs_, openai_finish_reason(completion_.reason));
+  json b;
+  if (chat_) {
+    b = {{"id", id_},
+         {"object", "chat.completion"},
+         {"created", created_},
+         {"model", model_},
+         {"choices", json::array({{{"index", 0},
+                                   {"message", {{"role", "assistant"}, {"content", text_}}},
+                                   {"logprobs", all_logprobs_},
+                                   {"finish_reason", openai_finish_reason(completion_.reason)}}})}};
+  } else {
+    b = chunk(text_, all_logprobs_, openai_finish_reason(completion_.reason));
+  }
   b["usage"] = usage();
   return b;
 }

@@ -10,6 +10,7 @@
 
 #include "core/service_status.h"
 #include "runtime/request.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 namespace kvserve {
@@ -27,6 +28,16 @@ struct CompletionCall {
 ServiceStatus parse_completion_request(const nlohmann::json& body, const Tokenizer& tokenizer,
                                        const std::vector<std::string>& model_ids, CompletionCall* out);
 
+// Parses a /v1/chat/completions body: the messages rendered by the model's chat template (its
+// refusal is a 400 naming messages), the sampling fields as for completions (max_tokens or
+// max_completion_tokens; by default up to max_model_len), logprobs true with top_logprobs.
+ServiceStatus parse_chat_request(const nlohmann::json& body, const Tokenizer& tokenizer,
+                                 const std::vector<std::string>& model_ids, const ChatTemplate& chat_template,
+                                 int32_t max_model_len, CompletionCall* out);
+
+// /apply-template: {"messages", "add_generation_prompt"} -> the prompt text.
+ServiceStatus apply_template(const nlohmann::json& body, const ChatTemplate& chat_template, std::string* prompt);
+
 // The engine's validation messages name its own fields ("sampling.top_p: ..."); the HTTP API
 // reports OpenAI's ("top_p: ...").
 std::string openai_field_message(const std::string& engine_message);
@@ -41,7 +52,9 @@ nlohmann::json openai_error(const ServiceStatus& s);
 // Accumulates one completion's events into the pieces of the response, in both shapes.
 class CompletionWriter {
  public:
-  CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer, int32_t logprobs);
+  // chat: the chat completion shapes (chat.completion, deltas) instead of text completions'.
+  CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer, int32_t logprobs,
+                   bool chat = false);
   // The SSE lines for one event when streaming ("data: {...}\n\n", possibly none), and the
   // final ones (the finish chunk, the usage chunk if asked, "data: [DONE]") on its completion.
   std::string stream_event(const Event& event, bool include_usage);
@@ -58,6 +71,8 @@ class CompletionWriter {
   int64_t created_;
   const Tokenizer& tokenizer_;
   int32_t logprobs_;
+  bool chat_;
+  bool role_sent_ = false;
   std::string text_;
   nlohmann::json all_logprobs_ = nullptr;
   Completion completion_;

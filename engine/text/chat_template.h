@@ -1,0 +1,39 @@
+// A model's chat template: its GGUF's tokenizer.chat_template, or a file that overrides it
+// (model.chat_template_file), or ChatML where the model has neither; rendered by the Jinja
+// interpreter with the vocabulary's own BOS and EOS texts, as transformers' apply_chat_template
+// renders it (tools and documents none, strftime_now the current UTC time).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+
+#include "text/jinja/jinja.h"
+#include "text/tokenizer.h"
+
+namespace kvserve {
+
+class GgufFile;
+
+class ChatTemplate {
+ public:
+  // override_file: a Jinja file to use instead of the model's ("" = none). Throws ConfigError
+  // naming model.chat_template_file, or GgufError, when the template cannot be read or parsed.
+  ChatTemplate(const GgufFile& file, const Tokenizer& tokenizer, const std::string& override_file);
+
+  // messages: [{"role", "content"}, ...] (content a string or OpenAI's [{"type": "text", ...}]).
+  // jinja::JinjaError with the template's own message when it refuses the conversation.
+  std::string render(const nlohmann::json& messages, bool add_generation_prompt) const;
+
+  // Where the template came from: "the model file", the override's path, or "ChatML (default)".
+  const std::string& origin() const { return origin_; }
+  // Why the model's own template cannot be rendered ("" when it can).
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string bos_, eos_, origin_, error_;
+  std::unique_ptr<jinja::Template> template_;
+};
+
+}  // namespace kvserve

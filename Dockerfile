@@ -23,10 +23,10 @@ COPY configs /etc/kvserve
 USER kvserve
 # OpenMP workers spin briefly between parallel regions, then sleep (see scripts/serve.sh).
 ENV GOMP_SPINCOUNT=3000
-# gRPC; the metrics port is reserved for the Prometheus endpoint.
-EXPOSE 50051 9090
+# gRPC, the OpenAI-compatible HTTP API, and the Prometheus endpoint.
+EXPOSE 50051 8000 9090
 VOLUME /models
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s CMD ["kvserve-cli", "--addr", "127.0.0.1:50051", "--timeout", "2", "health"]
 ENTRYPOINT ["kvserve", "--config", "/etc/kvserve/default.json", "--listen", "0.0.0.0:50051", \
-            "--set", "server.metrics_listen=\"0.0.0.0:9090\""]
+            "--set", "server.metrics_listen=\"0.0.0.0:9090\"", "--set", "server.http_listen=\"0.0.0.0:8000\""]
 CMD ["--model", "/models/model.gguf"]

@@ -19,6 +19,8 @@
 #include "bench_inspect_load.h"
 #include "kvserve.grpc.pb.h"
 
+#include <httplib.h>
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -111,10 +113,75 @@ Result run_request(pb::Inference::Stub& stub, const pb::GenerateRequest& req, in
   return r;
 }
 
+// The same request over the OpenAI-compatible HTTP API (POST /v1/completions, streamed): one
+// Server-Sent Event per engine event, each counted as a token arrival (the API sends text, not
+// token counts), the final usage chunk giving the true output count. cancel_after > 0: the
+// connection is dropped once that many chunks arrived, which cancels the request.
+Result run_request_http(const std::string& host, int port, const std::string& model, const pb::GenerateRequest& req,
+                        int cancel_after) {
+  Result r;
+  r.prompt_tokens = req.prompt_token_ids_size();
+  nlohmann::json body = {{"model", model},
+                         {"prompt", std::vector<int32_t>(req.prompt_token_ids().begin(), req.prompt_token_ids().end())},
+                         {"max_tokens", req.sampling().max_new_tokens()},
+                         {"temperature", 0},
+                         {"ignore_eos", true},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
+  httplib::Client cli(host, port);
+  cli.set_read_timeout(600, 0);
+  httplib::Request hreq;
+  hreq.method = "POST";
+  hreq.path = "/v1/completions";
+  hreq.body = body.dump();
+  hreq.set_header("Content-Type", "application/json");
+  const auto t0 = Clock::now();
+  auto last = t0;
+  std::string buffer;
+  int chunks = 0, usage_tokens = -1;
+  bool done = false;
+  hreq.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    buffer.append(data, len);
+    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos; buffer.erase(0, end + 2)) {
+      const std::string event = buffer.substr(0, end);
+      if (event.rfind("data: ", 0) != 0) continue;
+      if (event == "data: [DONE]") {
+        done = true;
+        continue;
+      }
+      const nlohmann::json j = nlohmann::json::parse(event.substr(6), nullptr, false);
+      if (j.is_discarded()) continue;
+      if (j.contains("usage") && j["usage"].is_object()) usage_tokens = j["usage"].value("completion_tokens", 0);
+      if (!j.contains("choices") || j["choices"].empty() || j["choices"][0].value("text", "").empty()) continue;
+      const auto now = Clock::now();
+      if (chunks == 0)
+        r.ttft = std::chrono::duration<double>(now - t0).count();
+      else
+        r.itl.push_back(std::chrono::duration<double>(now - last).count());
+      last = now;
+      ++chunks;
+      if (cancel_after > 0 && chunks >= cancel_after) {
+        r.cancelled = true;
+        return false;  // drop the connection: the server cancels the request
+      }
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool sent = cli.send(hreq, res, err);
+  r.e2e = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (r.cancelled) return r;
+  r.ok = sent && res.status == 200 && done;
+  r.output_tokens = usage_tokens >= 0 ? usage_tokens : chunks;
+  if (!r.ok) r.error = sent ? "HTTP " + std::to_string(res.status) + " " + res.body : httplib::to_string(err);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvserve-bench: serving benchmark over gRPC"};
+  CLI::App app{"kvserve-bench: serving benchmark over gRPC (or the HTTP API with --http)"};
   std::string addr = "127.0.0.1:50051", json_out;
   int shared_prefix = 0;
   int num_requests = 64, concurrency = 16, prompt_len = 128, prompt_range = 0, output_len = 128, output_range = 0;
@@ -123,7 +190,9 @@ int main(int argc, char** argv) {
   bool quiet = false;
   kvserve::InspectLoadOptions inspect;
   int inspect_load = 0;
+  std::string http;
   app.add_option("--addr", addr)->capture_default_str();
+  app.add_option("--http", http, "HOST:PORT: drive the OpenAI-compatible HTTP API instead (model info still over gRPC)");
   app.add_option("--num-requests", num_requests)->capture_default_str();
   app.add_option("--concurrency", concurrency, "requests in flight at most (0 = no cap)")->capture_default_str();
   app.add_option("--request-rate", rate, "Poisson arrivals per second (0 = all at once)")->capture_default_str();
@@ -163,6 +232,19 @@ int main(int argc, char** argv) {
     inspect.calls = inspect_load;
     inspect.seed = seed;
     return kvserve::run_inspect_load(*stub, info, inspect, json_out);
+  }
+  std::string http_host, http_model;
+  int http_port = 0;
+  if (!http.empty()) {
+    http_host = http.substr(0, http.rfind(':'));
+    http_port = std::stoi(http.substr(http.rfind(':') + 1));
+    httplib::Client cli(http_host, http_port);
+    auto res = cli.Get("/v1/models");
+    if (!res || res->status != 200) {
+      std::fprintf(stderr, "kvserve-bench: no HTTP API at %s\n", http.c_str());
+      return 1;
+    }
+    http_model = nlohmann::json::parse(res->body)["data"][0]["id"].get<std::string>();
   }
   std::mt19937 rng(seed);
   std::vector<pb::GenerateRequest> reqs(num_requests);
@@ -207,7 +289,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
     slots.acquire();
     threads.emplace_back([&, i] {
-      results[i] = run_request(*stub, reqs[i], cancel_after[i]);
+      results[i] = http.empty() ? run_request(*stub, reqs[i], cancel_after[i])
+                                : run_request_http(http_host, http_port, http_model, reqs[i], cancel_after[i]);
       slots.release();
       ++finished;
     });
@@ -237,6 +320,7 @@ int main(int argc, char** argv) {
     itl.insert(itl.end(), r.itl.begin(), r.itl.end());
   }
   const Stats s_ttft = summarize(ttft), s_tpot = summarize(tpot), s_itl = summarize(itl), s_e2e = summarize(e2e);
+  std::printf("api: %s\n", http.empty() ? "gRPC" : "HTTP (OpenAI completions, streamed)");
   std::printf("requests: %d ok of %d (%d cancelled by the client), concurrency %d, rate %s, duration %.2f s\n", ok,
               num_requests, cancelled, concurrency, rate > 0 ? std::to_string(rate).c_str() : "inf", duration);
   std::printf("throughput: %.2f req/s, output %.1f tok/s, total %.1f tok/s\n", ok / duration, out_tokens / duration,
@@ -251,6 +335,7 @@ int main(int argc, char** argv) {
   line("end-to-end latency (ms)", s_e2e);
   if (!json_out.empty()) {
     nlohmann::json j;
+    j["api"] = http.empty() ? "grpc" : "http";
     j["requests"] = num_requests;
     j["completed"] = ok;
     j["cancelled"] = cancelled;

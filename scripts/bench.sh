@@ -3,7 +3,8 @@
 #   engine: kvserve-bench-engine on the ~15M, ~110M and ~1B synthetic shapes (F32), with the
 #           machine's bandwidth and FMA peak measured in the same run
 #   weights: scripts/bench-weights.sh, the same shapes in F16 and the quantized presets
-#   serving: kvserve-bench over gRPC against a fresh server on the ~110M shape
+#   serving: kvserve-bench over gRPC against a fresh server on the ~110M shape, and over the
+#   HTTP API beside gRPC (scripts/bench-http.sh)
 # --quick skips the ~1B shape (a 4 GB model) and shortens the serving runs.
 # KVSERVE_KV_DTYPE=f32|f16 (default f16, llama.cpp's default cache type, which its published
 # figures used) sets the KV cache element type of every run.
@@ -56,6 +57,8 @@ serve_and_bench c1 true --num-requests 8 --concurrency 1 --prompt-len 128 --outp
 serve_and_bench c4 true --num-requests "$n" --concurrency 4 --prompt-len 128 --output-len 128
 serve_and_bench c16 true --num-requests "$n" --concurrency 16 --prompt-len 128 --output-len 128
 serve_and_bench c16-p512 true --num-requests "$n" --concurrency 16 --prompt-len 512 --output-len 128
+# The HTTP API against gRPC on one server, the same workload (bench-results/http.md).
+"$root/scripts/bench-http.sh" $([ "$quick" = 1 ] && echo --quick)
 # Prefix caching: a shared 1,024-token prefix and short distinct suffixes, cache on against off.
 serve_and_bench prefix-on true --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32
 serve_and_bench prefix-off false --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32

@@ -73,9 +73,11 @@ say "image built: $((size / 1048576)) MiB"
 # 3. A model the host makes, mounted read-only, and the server inside on a free port.
 "$build/engine/kvserve-mkmodel" --out "$work/model/model.gguf" --dim 64 --layers 2 --heads 4 --kv-heads 2 \
   --ffn 128 --vocab 512 --context 512 > /dev/null
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port) hport=$(free_port)
 "${podman[@]}" run -d --name "$name" --network host -v "$work/model:/models:ro" kvserve:container-test \
-  --model /models/model.gguf --listen "0.0.0.0:$port" --set server.metrics_listen='""' > /dev/null
+  --model /models/model.gguf --listen "0.0.0.0:$port" --set server.metrics_listen='""' \
+  --set server.http_listen="\"0.0.0.0:$hport\"" > /dev/null
 cli=("$build/clients/kvserve-cli" --addr "127.0.0.1:$port" --timeout 5)
 for _ in $(seq 120); do "${cli[@]}" health > /dev/null 2>&1 && break; sleep 0.5; done
 "${cli[@]}" health | grep -qx SERVING || { "${podman[@]}" logs "$name" | tail -20; echo "no SERVING"; exit 1; }
@@ -88,6 +90,11 @@ host=$("$build/engine/kvserve-generate" --model "$work/model/model.gguf" --promp
   --temperature 0 --ignore-eos 2> /dev/null)
 [ "$inside" = "$host" ] || { echo "container generated '$inside', the host '$host'"; exit 1; }
 say "Generate streamed 12 tokens, the same as the host's engine"
+# The image's HTTP API: the same greedy text from POST /v1/completions.
+http_text=$(curl -sf "http://127.0.0.1:$hport/v1/completions" -d '{"model": "model", "prompt": "Hello", "max_tokens": 12,
+  "temperature": 0, "ignore_eos": true}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["choices"][0]["text"], end="")')
+[ "$http_text" = "$host" ] || { echo "HTTP API generated '$http_text', the host '$host'"; exit 1; }
+say "the OpenAI-compatible HTTP API answers with the same text"
 
 # The portable image runs the fastest kernel set this CPU has, read here from /proc/cpuinfo.
 flags=$(grep -m1 '^flags' /proc/cpuinfo)

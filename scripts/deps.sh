@@ -27,6 +27,8 @@ KVSERVE_BUILD_PACKAGES=(
 #   clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz), run for a bounded time by test.sh.
 #   openssl: the TLS test makes its own certificate. python3-yaml: the Kubernetes manifest check.
 #   chromium: renders the attention report headless (tests/attention_report_browser_test.sh).
+#   curl: the HTTP API's error cases (tests/openai_client_test.sh). Node.js and npm, for the
+#   official `openai` npm client there, come with the machine (Node 20), not from this list.
 #   (npm, fetched by the test itself into the build folder: kubernetes-models and js-yaml for
 #   the Kubernetes manifest's schema check, tests/kubernetes_manifest_test.sh.)
 #   python3-regex: Python's `regex` module, the independent runner of Llama 3's and Qwen2's
@@ -34,6 +36,7 @@ KVSERVE_BUILD_PACKAGES=(
 #   renderer of chat templates on conversations not in shared/ (tests/test_chat_template_jinja2.py).
 KVSERVE_TEST_PACKAGES=(
   python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex python3-jinja2
+  curl
 )
 # The container test: builds and runs the Dockerfile without a Docker daemon.
 KVSERVE_CONTAINER_PACKAGES=(buildah podman runc debootstrap uidmap slirp4netns fuse-overlayfs)

@@ -184,6 +184,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> tokens;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  std::string tls_cert, tls_key;
   try {
     if (!cfg.server.auth_token_file.empty()) tokens = kvserve::load_bearer_tokens(cfg.server.auth_token_file);
     if (!cfg.server.tls_cert_file.empty()) {
@@ -192,9 +193,10 @@ int main(int argc, char** argv) {
         if (!in) throw kvserve::ConfigError(std::string(field) + ": cannot read " + path);
         return std::string(std::istreambuf_iterator<char>(in), {});
       };
+      tls_key = slurp(cfg.server.tls_key_file, "server.tls_key_file");
+      tls_cert = slurp(cfg.server.tls_cert_file, "server.tls_cert_file");
       grpc::SslServerCredentialsOptions ssl;
-      ssl.pem_key_cert_pairs.push_back({slurp(cfg.server.tls_key_file, "server.tls_key_file"),
-                                        slurp(cfg.server.tls_cert_file, "server.tls_cert_file")});
+      ssl.pem_key_cert_pairs.push_back({tls_key, tls_cert});
       creds = grpc::SslServerCredentials(ssl);
     }
   } catch (const std::exception& e) {
@@ -264,12 +266,15 @@ int main(int argc, char** argv) {
     kvserve::HttpOptions ho;
     ho.max_body_bytes = cfg.server.max_message_bytes;
     ho.metrics_auth = cfg.server.metrics_auth;
+    ho.tls_cert_pem = tls_cert;
+    ho.tls_key_pem = tls_key;
     ho.model_ids.push_back(std::filesystem::path(cfg.engine.model.path).stem().string());
     if (!engine->model_info().name.empty()) ho.model_ids.push_back(engine->model_info().name);
     try {
       http = std::make_unique<kvserve::HttpServer>(*engine, service.auth(), service.metrics(), ho);
       const int hport = http->start(hl.substr(0, colon), std::stoi(hl.substr(colon + 1)));
-      spdlog::info("OpenAI-compatible HTTP API on http://{}:{}/v1 (model \"{}\"){}", hl.substr(0, colon), hport,
+      spdlog::info("OpenAI-compatible HTTP API on {}://{}:{}/v1 (model \"{}\"){}", tls_cert.empty() ? "http" : "https",
+                   hl.substr(0, colon), hport,
                    ho.model_ids.front(), service.auth().enabled() ? ", bearer token required" : "");
       if (!cfg.server.port_file.empty()) std::ofstream(cfg.server.port_file + ".http") << hport << "\n";
     } catch (const std::exception& e) {

@@ -2,7 +2,8 @@
 # The HTTP API with the clients people use: the official `openai` npm package (pinned, installed
 # once into the build folder) for models and completions, and curl for the error cases: a bad
 # field (400 naming it), a missing bearer token (401), an oversize body (413), an unknown model
-# (404), and a client that disconnects mid-stream (its request cancelled, every block freed).
+# (404), and a client that disconnects mid-stream (its request cancelled, every block freed);
+# then over HTTPS with the gRPC port's certificate and bearer tokens.
 # Exit 77 (skipped) when ../shared or npm is missing, unless REQUIRE is 1.
 # Usage: openai_client_test.sh SOURCE_DIR BUILD_DIR SHARED_MODELS_DIR REQUIRE(0|1)
 set -euo pipefail
@@ -59,12 +60,18 @@ for _ in $(seq 100); do "${cli[@]}" stats | grep -q "^running 0, waiting 0" && b
 "${cli[@]}" stats | grep -qE "^blocks 0 used" || { "${cli[@]}" stats; echo "blocks not freed"; exit 1; }
 [ $(( $(generated) - before )) -lt 2000 ] || { echo "the abandoned request ran to its end"; exit 1; }
 
-# With bearer tokens: none or a wrong one is 401; the right one works, for the SDK too.
+# With TLS (the gRPC port's certificate) and bearer tokens: plaintext fails; no token or a wrong
+# one is 401; the right one works, for the SDK too.
 echo "secret-token-1" > "$out/tokens"
-start auth --set server.auth_token_file="\"$out/tokens\""
-ahttp="http://127.0.0.1:$(cat "$out/auth.port.http")"
-[ "$(code "$ahttp/v1/models")" = 401 ] && grep -q "bearer token" "$out/body" || { cat "$out/body"; exit 1; }
-[ "$(code -H "Authorization: Bearer nope" "$ahttp/v1/models")" = 401 ] || exit 1
-[ "$(code -H "Authorization: Bearer secret-token-1" "$ahttp/v1/models")" = 200 ] || exit 1
-KVSERVE_TOKEN=secret-token-1 node "$npm_dir/test.mjs" "$ahttp/v1" stories260K "$expected" 5 12
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -keyout "$out/key.pem" -out "$out/cert.pem" -subj /CN=localhost \
+  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" > /dev/null 2>&1
+start auth --set server.auth_token_file="\"$out/tokens\"" --set server.tls_cert_file="\"$out/cert.pem\"" \
+  --set server.tls_key_file="\"$out/key.pem\""
+grep -q "HTTP API on https://" "$out/auth.log" || { cat "$out/auth.log"; exit 1; }
+ahttp="https://localhost:$(cat "$out/auth.port.http")"
+! curl -s -o /dev/null "http://localhost:$(cat "$out/auth.port.http")/v1/models" --max-time 5 -w "%{http_code}" | grep -q 200
+[ "$(code --cacert "$out/cert.pem" "$ahttp/v1/models")" = 401 ] && grep -q "bearer token" "$out/body" || { cat "$out/body"; exit 1; }
+[ "$(code --cacert "$out/cert.pem" -H "Authorization: Bearer nope" "$ahttp/v1/models")" = 401 ] || exit 1
+[ "$(code --cacert "$out/cert.pem" -H "Authorization: Bearer secret-token-1" "$ahttp/v1/models")" = 200 ] || exit 1
+KVSERVE_TOKEN=secret-token-1 NODE_EXTRA_CA_CERTS="$out/cert.pem" node "$npm_dir/test.mjs" "$ahttp/v1" stories260K "$expected" 5 12
 echo "openai client test: all checks passed"

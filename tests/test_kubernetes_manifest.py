@@ -21,6 +21,7 @@ assert set(config) <= {"model", "cache", "scheduler", "server"}, config.keys()
 server = config["server"]
 grpc_port = int(server["listen"].rsplit(":", 1)[1])
 metrics_port = int(server["metrics_listen"].rsplit(":", 1)[1])
+http_port = int(server["http_listen"].rsplit(":", 1)[1])
 
 
 def size(text):
@@ -37,7 +38,7 @@ pod = docs["Deployment"]["spec"]["template"]["spec"]
 c = pod["containers"][0]
 assert c["imagePullPolicy"] == "IfNotPresent" and not c["image"].endswith(":latest"), c["image"]
 ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-assert ports == {"grpc": grpc_port, "metrics": metrics_port}, ports
+assert ports == {"grpc": grpc_port, "http": http_port, "metrics": metrics_port}, ports
 
 # Every file the config names is mounted: the model from the emptyDir the init container fills,
 # TLS and tokens from Secrets.
@@ -75,6 +76,6 @@ assert mem > size(config["cache"]["memory_bytes"]) + 140 * 2**20, "request below
 assert size(c["resources"]["limits"]["memory"]) >= mem
 assert pod["securityContext"]["runAsNonRoot"] is True
 svc_ports = {p["name"]: p["targetPort"] for p in docs["Service"]["spec"]["ports"]}
-assert svc_ports == {"grpc": "grpc", "metrics": "metrics"}, svc_ports
+assert svc_ports == {"grpc": "grpc", "http": "http", "metrics": "metrics"}, svc_ports
 assert docs["Service"]["spec"]["selector"] == docs["Deployment"]["spec"]["selector"]["matchLabels"]
 print("kubernetes manifest: structural checks passed")

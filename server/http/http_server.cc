@@ -173,17 +173,28 @@ HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::start(const std::string& host, int port) {
   BindAddress bind = resolve_bind_address(host, port);
-  const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | (bind.v6 ? MHD_USE_IPv6 : 0);
-  daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &on_request, this,
-                             MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&bind.addr),
-                             MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 300u,  // idle keep-alive connections
-                             MHD_OPTION_NOTIFY_COMPLETED, &on_completed, this,
-                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 0u,  // SO_REUSEADDR only: no shared port
-                             MHD_OPTION_END);
+  const bool tls = !options_.tls_cert_pem.empty();
+  if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+    throw std::runtime_error("this libmicrohttpd has no TLS: serve the HTTP API behind a TLS proxy");
+  const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | (bind.v6 ? MHD_USE_IPv6 : 0) |
+                         (tls ? MHD_USE_TLS : 0);
+  std::vector<MHD_OptionItem> opts = {
+      {MHD_OPTION_SOCK_ADDR, 0, &bind.addr},
+      {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT, 300, nullptr},  // idle keep-alive connections
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&on_completed), this},
+      {MHD_OPTION_LISTENING_ADDRESS_REUSE, 0, nullptr},  // SO_REUSEADDR only: no shared port
+  };
+  if (tls) {  // the same certificate and key as gRPC (server.tls_cert_file, server.tls_key_file)
+    opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(options_.tls_cert_pem.c_str())});
+    opts.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(options_.tls_key_pem.c_str())});
+  }
+  opts.push_back({MHD_OPTION_END, 0, nullptr});
+  daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &on_request, this, MHD_OPTION_ARRAY,
+                             opts.data(), MHD_OPTION_END);
   if (!daemon_)
     throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) +
-                             " (in use, or not an address of this host)");
+                             " (in use, or not an address of this host" + (tls ? ", or the certificate is bad" : "") + ")");
   const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
   return info ? info->port : port;
 }

@@ -27,6 +27,7 @@ struct HttpOptions {
   int64_t max_body_bytes = 4 << 20;  // larger bodies get 413 (server.max_message_bytes)
   std::vector<std::string> model_ids;  // names the "model" field may use; the first is listed
   bool metrics_auth = false;           // /metrics needs a bearer token too
+  std::string tls_cert_pem, tls_key_pem;  // both set: HTTPS with them (the gRPC port's certificate)
 };
 
 class HttpServer {

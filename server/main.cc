@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "version.h"
 #include "gguf/gguf.h"
 #include "http/http_server.h"
 #include "runtime/engine.h"
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
   // A flag given twice takes its last value, so arguments appended to a container's ENTRYPOINT
   // (`docker run IMAGE --listen ...`) override the image's own.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.set_version_flag("--version", std::string("kvserve ") + KVSERVE_VERSION);
+  app.set_version_flag("--version", std::string("kvserve ") + kvserve::server_version());
   app.add_option("--config", config_path, "JSON config file (see configs/)");
   app.add_option("--model", model, "GGUF model (overrides model.path)");
   app.add_option("--listen", listen, "HOST:PORT to serve on (overrides server.listen)");
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  spdlog::info("kvserve {} starting", KVSERVE_VERSION);
+  spdlog::info("kvserve {} starting", kvserve::server_version());
   log_before_load(cfg.engine.model.path);
   std::unique_ptr<kvserve::Engine> engine;
   const auto load_start = std::chrono::steady_clock::now();

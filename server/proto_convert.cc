@@ -1,3 +1,4 @@
+#include "version.h"
 #include "proto_convert.h"
 
 #include "core/request_ids.h"
@@ -126,7 +127,7 @@ void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoRespon
   out->set_kernels(i.kernels);
   out->set_sliding_window(i.sliding_window);
   out->set_kv_tokens_per_request(i.kv_tokens_per_request);
-  out->set_server_version(KVSERVE_VERSION);
+  out->set_server_version(kvserve::server_version());
   out->set_num_threads(i.num_threads);
   out->set_num_params(i.n_params);
   out->set_max_num_seqs(o.scheduler.max_num_seqs);

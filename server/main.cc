@@ -20,6 +20,8 @@
 #include "version.h"
 #include "gguf/gguf.h"
 #include "http/http_server.h"
+#include "kernels/cpu_features.h"
+#include "runtime/cpu_budget.h"
 #include "runtime/engine.h"
 #include "inference_service.h"
 #include "metrics.h"
@@ -143,6 +145,15 @@ int main(int argc, char** argv) {
 
   spdlog::info("kvserve {} starting", kvserve::server_version());
   log_before_load(cfg.engine.model.path);
+  {
+    const kvserve::CpuBudget budget = kvserve::cpu_budget();
+    const int threads = cfg.engine.model.num_threads > 0 ? cfg.engine.model.num_threads : budget.threads;
+    spdlog::info("{} compute threads ({}); CPU kernels {} (model.kernels \"{}\", best here: {})", threads,
+                 cfg.engine.model.num_threads > 0 ? "model.num_threads" : budget.reason,
+                 cfg.engine.model.kernels == "auto" ? kvserve::level_name(kvserve::best_supported_level())
+                                                    : cfg.engine.model.kernels.c_str(),
+                 cfg.engine.model.kernels, kvserve::level_name(kvserve::best_supported_level()));
+  }
   std::unique_ptr<kvserve::Engine> engine;
   const auto load_start = std::chrono::steady_clock::now();
   {

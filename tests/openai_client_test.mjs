@@ -61,6 +61,17 @@ assert.equal(role, "assistant");
 assert.equal(chatText, chat.choices[0].message.content);
 assert.equal(chatFinish, "length");
 
+// Chat log-probabilities in chat's own shape: one entry a token, each with its alternatives.
+const withLp = await client.chat.completions.create({ ...chatRequest, logprobs: true, top_logprobs: 2 });
+assert.equal(withLp.choices[0].logprobs.content.length, Number(maxTokens));
+for (const t of withLp.choices[0].logprobs.content) {
+  assert.equal(typeof t.token, "string");
+  assert.ok(t.logprob <= 0);
+  assert.equal(t.top_logprobs.length, 2);
+  assert.ok(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob);
+}
+assert.equal(withLp.choices[0].logprobs.content.map((t) => t.token).join(""), withLp.choices[0].message.content);
+
 // A bad field: the SDK raises the 400 with the field named.
 await assert.rejects(client.completions.create({ ...request, top_p: 7 }), (e) => e.status === 400 && /top_p/.test(e.message));
 console.log(`openai: models, completions (whole and streamed, ${chunks} chunks) as kvserve-generate, chat whole and streamed`);

@@ -119,6 +119,10 @@ TEST(Operator, StartUpSaysWhatItLoadsFirst) {
   ASSERT_NE(loading, std::string::npos) << log;
   ASSERT_NE(loaded, std::string::npos) << log;
   EXPECT_LT(loading, loaded);
+  // The threads and kernels are said before the load too.
+  const size_t threads = log.find(" compute threads (");
+  ASSERT_NE(threads, std::string::npos) << log;
+  EXPECT_LT(threads, loaded);
   EXPECT_NE(log.find("architecture 'llama'"), std::string::npos) << log;
   EXPECT_NE(log.find("F32 100%"), std::string::npos) << log;
   EXPECT_NE(log.find(version_line() + " starting"), std::string::npos) << log;

@@ -269,6 +269,20 @@ json CompletionWriter::usage() const {
 // Completions' logprobs object: tokens, token_logprobs, top_logprobs (token text -> logprob).
 json CompletionWriter::logprobs_of(const Event& e) const {
   if (logprobs_ < 0) return nullptr;
+  if (chat_) {  // chat's shape: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}
+    const auto entry = [&](int32_t token, float logprob) {
+      const std::string text = tokenizer_.token_bytes(token);
+      return json{{"token", text}, {"logprob", logprob}, {"bytes", std::vector<uint8_t>(text.begin(), text.end())}};
+    };
+    json content = json::array();
+    for (const TokenLogprob& t : e.logprobs) {
+      json item = entry(t.token, t.logprob);
+      item["top_logprobs"] = json::array();
+      for (const auto& [tok, p] : t.top) item["top_logprobs"].push_back(entry(tok, p));
+      content.push_back(item);
+    }
+    return {{"content", content}};
+  }
   json lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
              {"text_offset", json::array()}};
   for (const TokenLogprob& t : e.logprobs) {
@@ -307,6 +321,8 @@ void CompletionWriter::add(const Event& event) {
     const json lp = logprobs_of(event);
     if (all_logprobs_.is_null()) {
       all_logprobs_ = lp;
+    } else if (chat_) {
+      for (const json& x : lp["content"]) all_logprobs_["content"].push_back(x);
     } else {
       for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
         for (const json& x : lp[k]) all_logprobs_[k].push_back(x);

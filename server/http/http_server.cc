@@ -146,9 +146,14 @@ MHD_Result on_request(void* cls, MHD_Connection* c, const char* url, const char*
   }
   auto& call = *static_cast<HttpServer::Call*>(*state);
   if (*upload_size > 0) {
+    // Past the limit the rest is read and dropped (answered 413), never held.
     if (!call.too_big) {
-      if (call.body.size() + *upload_size > 64u << 20) call.too_big = true;
-      else call.body.append(upload, *upload_size);
+      if (static_cast<int64_t>(call.body.size() + *upload_size) > server->max_body_bytes()) {
+        call.too_big = true;
+        call.body.clear();
+      } else {
+        call.body.append(upload, *upload_size);
+      }
     }
     *upload_size = 0;
     return MHD_YES;

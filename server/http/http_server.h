@@ -49,6 +49,7 @@ class HttpServer {
   bool handle(MHD_Connection* c, Call& call);
   // A request ended (answered, or its client went away): a generation still running is cancelled.
   void finished(Call& call);
+  int64_t max_body_bytes() const { return options_.max_body_bytes; }
 
  private:
   bool start_completion(MHD_Connection* c, Call& call, const nlohmann::json& body, const std::string& tenant,

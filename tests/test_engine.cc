@@ -65,6 +65,17 @@ Workload make_workload(const std::string& model_path, uint32_t seed) {
   return w;
 }
 
+// Each request alone through the engine, one after another: the solo outputs of that engine.
+std::vector<std::vector<int32_t>> one_at_a_time(Engine& engine, const std::vector<Request>& reqs) {
+  std::vector<std::vector<int32_t>> out;
+  for (const Request& r : reqs) {
+    auto sink = std::make_shared<QueueSink>();
+    EXPECT_TRUE(engine.submit(r, sink).ok());
+    out.push_back(collect(*sink).tokens);
+  }
+  return out;
+}
+
 // Submits the requests one after another, each only once the previous one has produced its
 // first event, so they join the running batch at different steps.
 std::vector<Outcome> run_staggered(Engine& engine, const std::vector<Request>& reqs) {
@@ -141,12 +152,7 @@ TEST(Engine, Q8KvCacheBatchEqualsSoloAndHolds188xTheTokens) {
   EXPECT_EQ(mi.kv_element_size, "34/32");
   EXPECT_EQ(mi.kv_bytes_per_token, 2 * 2 * 4 * 16 * 34 / 32);  // K,V x layers x KV heads x dim x 34/32
   EXPECT_NEAR(static_cast<double>(mi.token_capacity) / f16_tokens, 64.0 / 34.0, 0.01);
-  std::vector<std::vector<int32_t>> solo;
-  for (const Request& r : w.requests) {
-    auto sink = std::make_shared<QueueSink>();
-    ASSERT_TRUE(engine.submit(r, sink).ok());
-    solo.push_back(collect(*sink).tokens);
-  }
+  const std::vector<std::vector<int32_t>> solo = one_at_a_time(engine, w.requests);
   auto outs = run_staggered(engine, w.requests);
   for (size_t i = 0; i < outs.size(); ++i) EXPECT_EQ(outs[i].tokens, solo[i]) << "request " << i;
 
@@ -172,12 +178,7 @@ TEST(Engine, HalfKvCacheBatchEqualsSoloAndHalvesBytesPerToken) {
   Engine engine(o);
   EXPECT_EQ(engine.model_info().kv_element_bytes, 2);
   EXPECT_EQ(engine.model_info().kv_bytes_per_token, 2 * 2 * 4 * 16 * 2);  // K,V x layers x KV heads x dim x 2
-  std::vector<std::vector<int32_t>> solo;
-  for (const Request& r : w.requests) {
-    auto sink = std::make_shared<QueueSink>();
-    ASSERT_TRUE(engine.submit(r, sink).ok());
-    solo.push_back(collect(*sink).tokens);
-  }
+  const std::vector<std::vector<int32_t>> solo = one_at_a_time(engine, w.requests);
   auto outs = run_staggered(engine, w.requests);
   int same_as_f32 = 0;
   for (size_t i = 0; i < outs.size(); ++i) {

@@ -17,6 +17,7 @@
 #include "model/decoder_model.h"
 #include "model_runner.h"
 #include "server_process.h"
+#include "stats_when_idle.h"
 #include "test_support.h"
 #include "text/tokenizer.h"
 
@@ -142,14 +143,7 @@ void soak(const std::vector<std::string>& extra_args, bool expect_preemption) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const long rss_end = server.rss_kib();
 
-  // Cancels and deadlines free their blocks at the engine's next step: poll briefly.
-  pb::GetStatsResponse s;
-  for (int i = 0; i < 300; ++i) {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub->GetStats(&ctx, {}, &s).ok());
-    if (s.num_requests_running() == 0 && s.num_requests_waiting() == 0 && s.blocks_free() == s.blocks_total()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const pb::GetStatsResponse s = testing::stats_when_idle(*stub);
   std::printf("soak: %d requests in %.1f s: %d completed, %d cancelled, %d deadline, %d refused, %d mismatched; "
               "RSS start %ld KiB, middle %ld KiB, end %ld KiB; blocks free %d of %d (%d cached); "
               "preemptions %lld; prefix hit rate %.2f\n",

@@ -18,6 +18,7 @@
 #include "model/decoder_model.h"
 #include "model_runner.h"
 #include "server_process.h"
+#include "stats_when_idle.h"
 #include "test_support.h"
 #include "text/tokenizer.h"
 
@@ -143,13 +144,7 @@ TEST(SoakHttp, ThousandStreamsWithDisconnects) {
   const long rss_end = server.rss_kib();
 
   auto stub = pb::Inference::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-  pb::GetStatsResponse s;
-  for (int i = 0; i < 300; ++i) {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub->GetStats(&ctx, {}, &s).ok());
-    if (s.num_requests_running() == 0 && s.num_requests_waiting() == 0 && s.blocks_free() == s.blocks_total()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const pb::GetStatsResponse s = testing::stats_when_idle(*stub);
   std::printf("HTTP soak: %d streams in %.1f s: %d completed, %d cancelled by disconnecting, %d mismatched; RSS start "
               "%ld KiB, middle %ld KiB, end %ld KiB; blocks free %d of %d\n",
               n_requests, secs, ok.load(), cancelled.load(), mismatched.load(), rss_start, rss_mid, rss_end,

@@ -334,8 +334,10 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         }
         for (int g = 0; g < group; ++g) {
           float* sc = scores.data() + static_cast<size_t>(g) * span;
-          if (a.soft_cap > 0.0f)
-            for (int i = skip; i < span; ++i) sc[i] = a.soft_cap * std::tanh(sc[i] / a.soft_cap);
+          if (a.soft_cap > 0.0f) {
+            const float inv = 1.0f / a.soft_cap;
+            for (int i = skip; i < span; ++i) sc[i] = a.soft_cap * std::tanh(sc[i] * inv);
+          }
           softmax_inplace(sc + skip, ctx - start);
           std::fill(sc, sc + skip, 0.0f);
           if (capture && capture[t]) {

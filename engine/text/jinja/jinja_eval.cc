@@ -400,10 +400,7 @@ class Renderer {
     args_of(e, 1, a, kw);
     const std::string& f = e.name;
     if (f == "trim") return Value::string(strip(v.to_string(), a.empty() ? "" : a[0].to_string(), true, true));
-    if (f == "length" || f == "count") {
-      if (v.is(K::kString)) return Value::integer(static_cast<int64_t>(iterate(e, v).size()));
-      return Value::integer(static_cast<int64_t>(iterate(e, v).size()));
-    }
+    if (f == "length" || f == "count") return Value::integer(static_cast<int64_t>(iterate(e, v).size()));
     if (f == "list") return Value::of_list(iterate(e, v));
     if (f == "string") return Value::string(v.to_string());
     if (f == "upper" || f == "lower") return method(e, Value::string(v.to_string()), f, {});

@@ -17,6 +17,9 @@ namespace kvserve::testing {
 
 class ReferenceDecoder {
  public:
+  int layers() const { return layers_; }
+  int heads() const { return heads_; }
+
   explicit ReferenceDecoder(const GgufFile& f) : f_(f), arch_(f.get("general.architecture").as_string("")) {
     auto geti = [&](const std::string& k, int fallback) {
       return f.has(arch_ + "." + k) ? static_cast<int>(f.get(arch_ + "." + k).as_int(k)) : fallback;
@@ -53,8 +56,10 @@ class ReferenceDecoder {
     return out;
   }
 
-  // Logits after every token.
-  std::vector<std::vector<double>> forward(const std::vector<int32_t>& tokens) const {
+  // Logits after every token. `probs`, when given, receives each head's attention probabilities:
+  // (*probs)[layer * heads + head][t * T + u], zero where u is above the diagonal or outside a window.
+  std::vector<std::vector<double>> forward(const std::vector<int32_t>& tokens,
+                                           std::vector<std::vector<double>>* probs = nullptr) const {
     const int T = static_cast<int>(tokens.size()), kvd = kv_heads_ * hd_, qd = heads_ * hd_;
     const bool gpt2 = arch_ == "gpt2", phi3 = arch_ == "phi3", gemma2 = arch_ == "gemma2";
     const bool neox = arch_ != "llama";
@@ -70,6 +75,7 @@ class ReferenceDecoder {
       for (int t = 0; t < T; ++t)
         for (int i = 0; i < d_; ++i) x[t][i] += pos[static_cast<size_t>(t) * d_ + i];
     }
+    if (probs) probs->assign(static_cast<size_t>(layers_) * heads_, std::vector<double>(static_cast<size_t>(T) * T, 0.0));
     for (int l = 0; l < layers_; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       // Gemma 2 windows its even layers, phi3 every layer.
@@ -108,6 +114,8 @@ class ReferenceDecoder {
           }
           double sum = 0;
           for (int u = first; u <= t; ++u) sum += (s[u] = std::exp(s[u] - mx));
+          if (probs)
+            for (int u = first; u <= t; ++u) (*probs)[static_cast<size_t>(l) * heads_ + h][static_cast<size_t>(t) * T + u] = s[u] / sum;
           for (int u = first; u <= t; ++u)
             for (int i = 0; i < hd_; ++i) att[h * hd_ + i] += s[u] / sum * v[u][kh * hd_ + i];
         }

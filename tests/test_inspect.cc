@@ -10,6 +10,7 @@
 #include "gguf/gguf_writer.h"
 #include "inspect/head_scores.h"
 #include "model/synthetic.h"
+#include "reference_decoder.h"
 #include "reference_llama.h"
 #include "test_support.h"
 
@@ -19,6 +20,7 @@ namespace {
 using testing::collect;
 using testing::greedy_request;
 using testing::Outcome;
+using testing::ReferenceDecoder;
 using testing::ReferenceLlama;
 using testing::shared_model;
 
@@ -85,6 +87,58 @@ TEST(Inspect, CapturedAttentionIsCausalNormalisedAndMatchesFloat64) {
   Outcome plain = run(engine, greedy_request(prompt, 12));
   EXPECT_EQ(captured.tokens, plain.tokens);
   EXPECT_FALSE(plain.completion.attention);
+}
+
+// Every architecture, and a quantized file: the captured probabilities against the naive decoder's
+// (double precision, dense attention; for the quantized file, run on its dequantized twin with the
+// engine's float activations, so both multiply the same weights).
+TEST(Inspect, CapturedAttentionMatchesTheNaiveDecoderOnEveryArchitectureAndQuantizedFiles) {
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"arch/tiny-qwen2.gguf", ""},
+      {"arch/tiny-phi3.gguf", ""},
+      {"arch/tiny-gemma2.gguf", ""},
+      {"arch/tiny-gpt2.gguf", ""},
+      {"arch/tiny-llama3rope.gguf", ""},
+      {"quant/synth-kquant-Q4_K_M.gguf", "quant/synth-kquant-Q4_K_M.dequant-f32.gguf"},
+      {"quant/stories260K-mixed.gguf", "quant/stories260K-mixed.dequant-f32.gguf"}};
+  for (const auto& [name, twin] : files) {
+    KVSERVE_REQUIRE_SHARED_FILE(shared_model(name));
+    EngineOptions o = small_steps(shared_model(name));
+    o.model.int8_activations = false;
+    Engine engine(o);
+    std::vector<int32_t> prompt = engine.tokenizer().encode("One day, a little bird flew over the old tree and sang.", true);
+    prompt.resize(std::min<size_t>(prompt.size(), 24));
+    ASSERT_GT(prompt.size(), 8u) << name;
+    Request r = greedy_request(prompt, 1);
+    r.inspect.capture_attention = true;
+    Outcome captured = run(engine, r);
+    ASSERT_TRUE(captured.completion.attention) << name;
+    const AttentionCapture& a = *captured.completion.attention;
+    GgufFile file(shared_model(twin.empty() ? name : twin));
+    ReferenceDecoder ref(file);
+    ASSERT_EQ(a.n_layer, ref.layers()) << name;
+    ASSERT_EQ(a.n_head, ref.heads()) << name;
+    std::vector<std::vector<double>> want;
+    ref.forward(prompt, &want);
+    const int32_t n = static_cast<int32_t>(prompt.size());
+    double worst = 0.0, worst_first = 0.0;
+    for (int32_t l = 0; l < a.n_layer; ++l)
+      for (int32_t h = 0; h < a.n_head; ++h)
+        for (int32_t t = 0; t < n; ++t)
+          for (int32_t u = 0; u < n; ++u) {
+            const double d = std::abs(a.row(l, h, t)[u] - want[static_cast<size_t>(l) * a.n_head + h][t * n + u]);
+            worst = std::max(worst, d);
+            if (l == 0) worst_first = std::max(worst_first, d);
+          }
+    // GELU's half-precision rounding (as llama.cpp computes it) moves an input that straddles a
+    // rounding boundary by one half-precision step, so layers after the first GELU differ more.
+    const std::string arch = file.get("general.architecture").as_string("");
+    const double bound = arch == "gpt2" || arch == "gemma2" ? 2e-3 : 1e-4;
+    EXPECT_LT(worst_first, 1e-4) << name << ": layer 0, before any feed-forward";
+    EXPECT_LT(worst, bound) << name << ": largest difference from the naive decoder";
+    std::printf("%s: %d layers x %d heads x %d tokens, largest difference %.2e (layer 0: %.2e)\n", name.c_str(),
+                a.n_layer, a.n_head, n, worst, worst_first);
+  }
 }
 
 TEST(Inspect, PromptScoreAndAblationMatchTheReferenceAndStayPerRequest) {

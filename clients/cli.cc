@@ -85,9 +85,20 @@ int main(int argc, char** argv) {
   std::string text;
   tok->add_option("text", text)->required();
   auto* inspect = app.add_subcommand("inspect", "attention of every layer and head over PROMPT, scored and labelled");
-  std::string inspect_prompt, html_path;
-  inspect->add_option("prompt", inspect_prompt, "prompt text")->required();
-  inspect->add_option("--html", html_path, "also write a self-contained HTML report of the heat maps here");
+  kvserve::InspectOptions inspect_options;
+  std::string inspect_file;
+  auto* inspect_text = inspect->add_option("prompt", inspect_options.prompt, "prompt text");
+  inspect->add_option("--prompt-file", inspect_file, "read the prompt from this file (- for standard input)")
+      ->excludes(inspect_text);
+  inspect->add_option("--html", inspect_options.html_path,
+                      "also write the head atlas here: one self-contained HTML page");
+  inspect->add_option("--json", inspect_options.json_path,
+                      "also write the response, float weights included, as JSON here");
+  inspect->add_flag("--importance", inspect_options.importance,
+                    "also measure each head's importance (HeadImportance on the same text) for the page");
+  inspect->add_option("--budget", inspect_options.loss_budget,
+                      "with --importance: allowed drop in mean log-likelihood, nats/token")
+      ->capture_default_str();
   auto* importance = app.add_subcommand("head-importance", "rank heads by the likelihood drop when each is zeroed");
   std::string text_file;
   double loss_budget = 0.01;
@@ -256,7 +267,24 @@ int main(int argc, char** argv) {
     std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(r.status()).c_str());
     return r.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
   }
-  if (*inspect) return kvserve::cli_inspect(*stub, ctx, inspect_prompt, html_path);
+  if (*inspect) {
+    if (!read_prompt(inspect_options.prompt, inspect_file == "-" ? "/dev/stdin" : inspect_file)) {
+      std::fprintf(stderr, "kvserve-cli: cannot read the prompt from %s\n", inspect_file.c_str());
+      return 2;
+    }
+    if (inspect_options.prompt.empty()) {
+      std::fprintf(stderr, "kvserve-cli: inspect needs a prompt: an argument, - for standard input, or --prompt-file\n");
+      return 2;
+    }
+    auto context = [&]() {
+      auto c = std::make_unique<grpc::ClientContext>();
+      if (!token.empty()) c->AddMetadata("authorization", "Bearer " + token);
+      if (timeout_s > 0)
+        c->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+      return c;
+    };
+    return kvserve::cli_inspect(*stub, context, inspect_options);
+  }
   if (*importance) {
     std::ifstream in(text_file, std::ios::binary);
     const std::string body((std::istreambuf_iterator<char>(in)), {});

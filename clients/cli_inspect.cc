@@ -5,15 +5,27 @@
 
 #include "attention_report.h"
 #include "cli_status.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace kvserve {
-int cli_inspect(v1::Inference::Stub& stub, grpc::ClientContext& ctx, const std::string& prompt,
-                const std::string& html_path) {
+namespace {
+
+bool write_file(const std::string& path, const std::string& body) {
+  std::ofstream out(path, std::ios::binary);
+  out << body;
+  if (!out) std::fprintf(stderr, "kvserve-cli: cannot write %s\n", path.c_str());
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int cli_inspect(v1::Inference::Stub& stub, const ContextFactory& context, const InspectOptions& o) {
+  const bool matrices = !o.html_path.empty() || !o.json_path.empty();
   v1::InspectAttentionRequest req;
-  req.set_prompt(prompt);
-  req.set_include_matrices(!html_path.empty());
+  req.set_prompt(o.prompt);
+  req.set_include_matrices(matrices);
   v1::InspectAttentionResponse r;
-  grpc::Status st = stub.InspectAttention(&ctx, req, &r);
+  grpc::Status st = stub.InspectAttention(context().get(), req, &r);
   if (!st.ok()) return cli_fail(st, "");
   std::printf("%d tokens, %d layers x %d heads (induction probe: %d random tokens, twice)\n", r.token_ids_size(),
               r.n_layers(), r.n_heads(), r.induction_period());
@@ -22,15 +34,34 @@ int cli_inspect(v1::Inference::Stub& stub, grpc::ClientContext& ctx, const std::
   for (const auto& h : r.heads())
     std::printf("%5d %4d  %-14s %6.3f %6.3f %6.3f %7.3f %9.3f\n", h.layer(), h.head(), h.label().c_str(),
                 h.previous_token_score(), h.sink_score(), h.local_score(), h.entropy(), h.induction_score());
-  if (!html_path.empty()) {
-    std::ofstream out(html_path, std::ios::binary);
-    out << attention_report_html(r, "kvserve attention: " + prompt.substr(0, 80));
-    if (!out) {
-      std::fprintf(stderr, "kvserve-cli: cannot write %s\n", html_path.c_str());
-      return 2;
-    }
-    std::printf("report: %s\n", html_path.c_str());
+  if (!o.json_path.empty()) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions print;
+    print.preserve_proto_field_names = true;
+    if (!google::protobuf::util::MessageToJsonString(r, &json, print).ok() || !write_file(o.json_path, json)) return 2;
+    std::printf("json: %s\n", o.json_path.c_str());
   }
+  if (o.html_path.empty()) return 0;
+  v1::GetModelInfoResponse info;
+  st = stub.GetModelInfo(context().get(), {}, &info);
+  if (!st.ok()) return cli_fail(st, "");
+  v1::HeadImportanceResponse importance;
+  if (o.importance) {
+    v1::HeadImportanceRequest ireq;
+    ireq.set_prompt(o.prompt);
+    ireq.set_loss_budget(o.loss_budget);
+    st = stub.HeadImportance(context().get(), ireq, &importance);
+    if (!st.ok()) return cli_fail(st, "");
+  }
+  AttentionReportInput page;
+  page.attention = &r;
+  page.importance = o.importance ? &importance : nullptr;
+  page.model = &info;
+  std::string excerpt = o.prompt.substr(0, 60);
+  if (o.prompt.size() > 60) excerpt += "...";
+  page.title = "Head atlas: \u201c" + excerpt + "\u201d";
+  if (!write_file(o.html_path, attention_report_html(page))) return 2;
+  std::printf("report: %s\n", o.html_path.c_str());
   return 0;
 }
 

@@ -13,20 +13,22 @@ set -euo pipefail
 #     so idle or slow clients cannot hold up a scrape).
 #   libcpp-httplib-dev: the HTTP client in the metrics tests.
 #   ccache: keeps rebuilds in CI and on developer machines short.
+#   zlib1g-dev: the head atlas page (kvserve-cli inspect --html) deflates its attention weights.
 #   ocl-icd-opencl-dev: only a "Recommends" of libdnnl-dev, but Debian's oneDNN CMake package
 #     requires OpenCL to be found (a bare bookworm image fails at cmake without it).
 KVSERVE_BUILD_PACKAGES=(
   cmake g++ make ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libgtest-dev libpcre2-dev libcli11-dev
-  libcpp-httplib-dev libmicrohttpd-dev
+  libcpp-httplib-dev libmicrohttpd-dev zlib1g-dev
   python3
 )
 # Test dependencies.
 #   python3-grpcio / python3-protobuf: the independent Python client in the end-to-end tests.
 #   clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz), run for a bounded time by test.sh.
 #   openssl: the TLS test makes its own certificate. python3-yaml: the Kubernetes manifest check.
-#   chromium: renders the attention report headless (tests/attention_report_browser_test.sh).
+#   chromium: the head atlas page in a headless browser (tests/attention_report_browser_test.sh,
+#     driven by puppeteer-core, which that test fetches with npm into the build folder).
 #   curl: the HTTP API's error cases (tests/openai_client_test.sh). Node.js and npm, for the
 #   official `openai` npm client there, come with the machine (Node 20), not from this list.
 #   (npm, fetched by the test itself into the build folder: kubernetes-models and js-yaml for

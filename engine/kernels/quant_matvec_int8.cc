@@ -1,0 +1,279 @@
+#include "kernels/quant_dot_int8.h"
+
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cstring>
+
+#include "gguf/tensor_types.h"
+
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+KVSERVE_KERNEL_TARGET_BEGIN
+#include "kernels/quant_decode.h"
+
+#if KVSERVE_HAS_AVX512
+_Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
+#endif
+
+namespace kvserve::KVSERVE_KERNEL_NS {
+
+#if KVSERVE_HAS_AVX512
+namespace {
+
+// One activation row rounded as round_activations rounds it, with what the fused dots need.
+struct RoundedRow {
+  const int8_t* q;         // [n_in] levels
+  const float* d;          // [n_in / 32] block scales
+  const int32_t* lanes;    // [n_in / 4] sums of each 4 levels (one vpdpbusd lane)
+  const float* d_sum;      // [n_in / 32] block scale x sum of the block's levels
+};
+
+RoundedRow round_row(const float* x, int64_t n_in, void* scratch) {
+  auto* q = static_cast<int8_t*>(scratch);
+  auto* lanes = reinterpret_cast<int32_t*>(q + (n_in + 63) / 64 * 64);
+  auto* d = reinterpret_cast<float*>(lanes + n_in / 4);
+  float* d_sum = d + n_in / 32;
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float db = amax / 127.0f, id = db > 0.0f ? 1.0f / db : 0.0f;
+    const __m512 s = _mm512_set1_ps(id);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, s)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, s));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtsepi32_epi8(q1));
+    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones,
+                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 8 * b), sums);
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, _MM_SHUFFLE(2, 3, 0, 1))));
+    d[b] = db;
+    d_sum[b] = db * static_cast<float>(total);
+  }
+  return {q, d, lanes, d_sum};
+}
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+// Two blocks' F16 scales times the activations' two block scales, each spread over 8 lanes.
+inline __m512 pair_scale(uint16_t a, uint16_t b, const float* xd) {
+  const __m128 w = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(a), b, 1));
+  const __m128 s = _mm_mul_ps(w, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd))));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                               _mm512_castps128_ps512(s));
+}
+
+// Spreads the prefetches of the next-but-one group of rows evenly over this group's steps, so
+// the memory stream runs under the arithmetic without a burst that fills the miss buffers.
+struct Ahead {
+  const char* p = nullptr;
+  int64_t per_step = 0;  // bytes
+  void at(int64_t step) const {
+    if (!p) return;
+    for (int64_t off = step * per_step; off < (step + 1) * per_step; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  }
+};
+
+// R rows of W (row_bytes apart) times one rounded row: out[0..R). Per type, values 64 at a time:
+// the integer dot of each 4 levels (vpdpbusd), less the levels' offset times the activations'
+// lane sum, to float, times the product of the two block scales.
+template <int R>
+void dot_q8_0(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+  __m512 acc[R];
+  for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t c = 0; c < n_in / 64; ++c) {
+    ahead.at(c);
+    const __m512i xv = load64(x.q + 64 * c);
+    const __m512i offset = _mm512_slli_epi32(load64(x.lanes + 16 * c), 7);  // 128 x lane sum
+    for (int g = 0; g < R; ++g) {
+      const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(w + g * row_bytes) + 2 * c;
+      const __m512i q = _mm512_xor_si512(join(load32(b[0].qs), load32(b[1].qs)), flip);  // w + 128
+      const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv), offset);
+      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(b[0].d, b[1].d, x.d + 2 * c), acc[g]);
+    }
+  }
+  for (int g = 0; g < R; ++g) out[g] = _mm512_reduce_add_ps(acc[g]);
+}
+
+template <int R>
+void dot_q4_0(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+  __m512 acc[R];
+  for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  for (int64_t c = 0; c < n_in / 64; ++c) {
+    ahead.at(c);
+    const __m512i xv = load64(x.q + 64 * c);
+    const __m512i offset = _mm512_slli_epi32(load64(x.lanes + 16 * c), 3);  // 8 x lane sum
+    for (int g = 0; g < R; ++g) {
+      const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(w + g * row_bytes) + 2 * c;
+      const __m256i both = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+      const __m512i z = join(_mm256_and_si256(both, nib), _mm256_and_si256(_mm256_srli_epi16(both, 4), nib));
+      const __m512i q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));  // [lo b0, hi b0, lo b1, hi b1]
+      const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv), offset);
+      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(b[0].d, b[1].d, x.d + 2 * c), acc[g]);
+    }
+  }
+  for (int g = 0; g < R; ++g) out[g] = _mm512_reduce_add_ps(acc[g]);
+}
+
+// Q4_K: value = d·scale·q - dmin·min per 32 values; the minimums' part is the activations' block
+// sums times dmin·min, gathered 8 sub-blocks at a time.
+template <int R>
+void dot_q4_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+  __m512 acc[R];
+  __m256 acc_min[R];
+  for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps(), acc_min[g] = _mm256_setzero_ps();
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  for (int64_t k = 0; k < n_in / 256; ++k) {
+    ahead.at(k);
+    const __m256 xd = _mm256_loadu_ps(x.d + 8 * k), xs = _mm256_loadu_ps(x.d_sum + 8 * k);
+    __m512i xv[4];
+    for (int j = 0; j < 4; ++j) xv[j] = load64(x.q + 256 * k + 64 * j);
+    for (int g = 0; g < R; ++g) {
+      const auto* b = reinterpret_cast<const quant::BlockQ4_K*>(w + g * row_bytes) + k;
+      uint32_t a[3], dd;
+      std::memcpy(a, b->scales, 12);
+      std::memcpy(&dd, &b->d, 4);  // d, dmin
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));
+      const uint32_t sc_lo = a[0] & 0x3f3f3f3f, sc_hi = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4);
+      const uint32_t mn_lo = a[1] & 0x3f3f3f3f, mn_hi = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
+      const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
+      const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo))));
+      acc_min[g] = _mm256_fmadd_ps(_mm256_mul_ps(mn, xs), _mm256_broadcastss_ps(_mm_movehdup_ps(dm)), acc_min[g]);
+      const __m512 s8 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(sc, xd), _mm256_broadcastss_ps(dm)));
+      for (int j = 0; j < 4; ++j) {
+        const __m256i raw = load32(b->qs + 32 * j);
+        const __m512i q = join(_mm256_and_si256(raw, nib), _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib));
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv[j]);
+        const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
+        acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s8), acc[g]);
+      }
+    }
+  }
+  for (int g = 0; g < R; ++g) {
+    const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(acc_min[g]), _mm256_extractf128_ps(acc_min[g], 1));
+    const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
+    out[g] = _mm512_reduce_add_ps(acc[g]) - _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)));
+  }
+}
+
+// Q6_K: value = d·scale·(q - 32), a scale per 16 values.
+template <int R>
+void dot_q6_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+  __m512 acc[R];
+  for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+  const __m256i three = _mm256_set1_epi8(3);
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i halves = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  for (int64_t k = 0; k < n_in / 256; ++k) {
+    ahead.at(k);
+    // The activations' scale of each 16 values' block.
+    const __m512 xd16 = _mm512_permutexvar_ps(halves, _mm512_castps256_ps512(_mm256_loadu_ps(x.d + 8 * k)));
+    __m512i xv[4], offset[4];
+    for (int j = 0; j < 4; ++j) {
+      xv[j] = load64(x.q + 256 * k + 64 * j);
+      offset[j] = _mm512_slli_epi32(load64(x.lanes + 64 * k + 16 * j), 5);  // 32 x lane sum
+    }
+    for (int g = 0; g < R; ++g) {
+      const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(w + g * row_bytes) + k;
+      const __m512 s16 = _mm512_mul_ps(
+          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))),
+                        xd16),
+          _mm512_set1_ps(quant::half_to_float(b->d)));
+      for (int half = 0; half < 2; ++half) {
+        const __m512i ql = load64(b->ql + 64 * half);
+        const __m256i h = load32(b->qh + 32 * half);
+        for (int part = 0; part < 2; ++part) {
+          // part 0: [q1, q2] (low nibbles, qh bits 0-1 and 2-3); part 1: [q3, q4] (high, bits 4-7).
+          const int j = 2 * half + part, shift = 4 * part;
+          const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(h, shift), three);
+          const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
+          const __m512i low = part == 0 ? _mm512_and_si512(ql, nib) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib);
+          const __m512i q = _mm512_or_si512(low, _mm512_slli_epi16(join(h1, h2), 4));
+          const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv[j]), offset[j]);
+          const __m512i pick = _mm512_add_epi32(_mm512_set1_epi32(4 * j),
+                                                _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+          acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s16), acc[g]);
+        }
+      }
+    }
+  }
+  for (int g = 0; g < R; ++g) out[g] = _mm512_reduce_add_ps(acc[g]);
+}
+
+constexpr int kRows = 4;            // weight rows sharing each load of the activations
+constexpr int64_t kAheadGroups = 2;  // prefetch distance, in groups of rows
+
+using DotFn = void (*)(const uint8_t*, int64_t, const RoundedRow&, int64_t, const Ahead&, float*);
+struct TypeDots {
+  DotFn rows[kRows];  // rows[r - 1] takes r rows
+  int64_t step_values;
+};
+#define KVSERVE_DOTS(fn, step) \
+  TypeDots{{fn<1>, fn<2>, fn<3>, fn<4>}, step}
+
+const TypeDots* dots_for(uint32_t type) {
+  static const TypeDots q8_0 = KVSERVE_DOTS(dot_q8_0, 64), q4_0 = KVSERVE_DOTS(dot_q4_0, 64),
+                        q4_k = KVSERVE_DOTS(dot_q4_k, 256), q6_k = KVSERVE_DOTS(dot_q6_k, 256);
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kQ8_0: return &q8_0;
+    case TensorType::kQ4_0: return &q4_0;
+    case TensorType::kQ4_K: return &q4_k;
+    case TensorType::kQ6_K: return &q6_k;
+    default: return nullptr;
+  }
+}
+#undef KVSERVE_DOTS
+
+}  // namespace
+
+bool int8_matvec_applies(uint32_t type, int64_t n_in) {
+  const TypeDots* d = dots_for(type);
+  return d && n_in % d->step_values == 0;
+}
+
+void quant_matvec_int8(const QuantMatmulArgs& a) {
+  const TypeDots& dots = *dots_for(a.type);
+  const RoundedRow x = round_row(a.x, a.n_in, a.scratch);
+  const int64_t groups = (a.n_out + kRows - 1) / kRows, steps = a.n_in / dots.step_values;
+  const int64_t group_bytes = kRows * a.row_bytes;
+  const int64_t per_step = ((group_bytes + steps - 1) / steps + 63) / 64 * 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t grp = 0; grp < groups; ++grp) {
+    const int64_t j0 = grp * kRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kRows, a.n_out - j0));
+    Ahead ahead;
+    if (grp + kAheadGroups < groups) {
+      ahead.p = reinterpret_cast<const char*>(a.w + (grp + kAheadGroups) * group_bytes);
+      ahead.per_step = per_step;
+    }
+    float out[kRows];
+    dots.rows[rows - 1](a.w + j0 * a.row_bytes, a.row_bytes, x, a.n_in, ahead, out);
+    float* y = a.y + j0;
+    for (int g = 0; g < rows; ++g) y[g] = a.accumulate ? y[g] + out[g] : out[g];
+  }
+}
+
+#else   // levels without AVX-512: the float path always
+bool int8_matvec_applies(uint32_t, int64_t) { return false; }
+void quant_matvec_int8(const QuantMatmulArgs&) {}
+#endif
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+
+#if KVSERVE_HAS_AVX512
+_Pragma("GCC pop_options")
+#endif
+KVSERVE_KERNEL_TARGET_END

@@ -26,7 +26,7 @@ ATLAS_HEAD=1.6 atlas "$stories" stories260K-13 13 40 3000000 --importance
 ATLAS_HEAD=1.6 atlas "$stories" stories260K-256 256 40 3000000 --importance
 "$bin/engine/kvserve-mkmodel" --out "$out/m110.gguf" --dim 768 --layers 12 --heads 12 --kv-heads 12 --ffn 2048 \
   --vocab 32000 --dtype Q8_0 > /dev/null 2>&1
-synthetic=$(serve synthetic "$out/m110.gguf")
+synthetic=$(serve synthetic "$out/m110.gguf" 64)
 atlas "$synthetic" synthetic-110M-13 13 144 3000000 --importance
 atlas "$synthetic" synthetic-110M-256 256 144 10800000 --importance
 for name in stories260K-13 stories260K-256 synthetic-110M-13 synthetic-110M-256; do

@@ -3,8 +3,8 @@
 # server, the page opened in headless Chromium (no network) by puppeteer-core and checked by
 # tests/head_atlas_check.mjs: size bound, every head in an overview that fits 1,400 px, each map
 # drawn, hover read-outs against the server's float weights, a screenshot kept as an artefact.
-# Cases: stories260K at 16 and 256 tokens (importance measured), and a synthetic model of 32 x 32
-# = 1,024 heads at 16 tokens.
+# Cases: stories260K at 16 and 256 tokens (importance measured), the ~110M synthetic shape in Q8_0
+# at 16 and 256 tokens, and a synthetic model of 32 x 32 = 1,024 heads at 16 tokens.
 # Usage: attention_report_browser_test.sh BIN_DIR SHARED_MODELS_DIR REQUIRE_SHARED(0|1) ARTIFACT_DIR
 set -euo pipefail
 bin="$1"; models="$2"; require="$3"; artifacts="$4"
@@ -37,8 +37,15 @@ for layout in MHA GQA-2 GQA-4 MQA MLA; do
     "$artifacts/head-atlas-256.html" || { echo "the page's $layout row is not $bytes bytes a token"; exit 1; }
 done
 
+# The ~110M synthetic shape (768 wide, 12 layers of 12 heads), quantized: 144 heads.
+"$bin/engine/kvserve-mkmodel" --out "$out/m110.gguf" --dim 768 --layers 12 --heads 12 --kv-heads 12 --ffn 2048 \
+  --vocab 32000 --dtype Q8_0 > /dev/null 2>&1
+m110=$(serve m110 "$out/m110.gguf" 64)
+atlas "$m110" head-atlas-110M-16 16 144 400000
+atlas "$m110" head-atlas-110M-256 256 144 10800000  # the 40-head bound of 3 MB, per head
+
 "$bin/engine/kvserve-mkmodel" --out "$out/wide.gguf" --dim 256 --layers 32 --heads 32 --kv-heads 8 --ffn 256 \
   --vocab 512 > /dev/null 2>&1
 wide=$(serve wide "$out/wide.gguf")
 atlas "$wide" head-atlas-1024-heads 16 1024 1000000
-echo "head atlas: 40 heads at 16 and 256 tokens, 1,024 heads at 16; pages and screenshots in $artifacts"
+echo "head atlas: 40 and 144 heads at 16 and 256 tokens, 1,024 heads at 16; pages and screenshots in $artifacts"

@@ -11,10 +11,11 @@ ensure_puppeteer() {
   fi
   cp "$(dirname "${BASH_SOURCE[0]}")/head_atlas_check.mjs" "$npm_dir/check.mjs"
 }
-# serve NAME MODEL: a server on a free port; prints its address.
+# serve NAME MODEL [BLOCKS]: a server on a free port, its cache BLOCKS x 16 tokens (default 512);
+# prints its address.
 serve() {
-  "$bin/server/kvserve" --model "$2" --listen 127.0.0.1:0 --port-file "$out/port.$1" --set cache.num_blocks=512 \
-    > "$out/server.$1.log" 2>&1 &
+  "$bin/server/kvserve" --model "$2" --listen 127.0.0.1:0 --port-file "$out/port.$1" \
+    --set cache.num_blocks="${3:-512}" > "$out/server.$1.log" 2>&1 &
   echo $! > "$out/pid.$1"
   for _ in $(seq 400); do [ -s "$out/port.$1" ] && break; sleep 0.05; done
   [ -s "$out/port.$1" ] || { cat "$out/server.$1.log" >&2; exit 1; }

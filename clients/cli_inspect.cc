@@ -1,5 +1,6 @@
 #include "cli_inspect.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -57,8 +58,10 @@ int cli_inspect(v1::Inference::Stub& stub, const ContextFactory& context, const 
   page.attention = &r;
   page.importance = o.importance ? &importance : nullptr;
   page.model = &info;
-  std::string excerpt = o.prompt.substr(0, 60);
-  if (o.prompt.size() > 60) excerpt += "...";
+  size_t cut = std::min<size_t>(o.prompt.size(), 60);
+  while (cut > 0 && cut < o.prompt.size() && (static_cast<unsigned char>(o.prompt[cut]) & 0xC0) == 0x80) --cut;
+  std::string excerpt = o.prompt.substr(0, cut);  // whole UTF-8 characters
+  if (cut < o.prompt.size()) excerpt += "...";
   page.title = "Head atlas: \u201c" + excerpt + "\u201d";
   if (!write_file(o.html_path, attention_report_html(page))) return 2;
   std::printf("report: %s\n", o.html_path.c_str());

@@ -35,7 +35,7 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 bool int8_path_applies(uint32_t type, int64_t n_in);
 // a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
 void quant_matmul_int8(const QuantMatmulArgs& a);
-// One activation row (batch-1 decode) on Q8_0, Q4_0, Q4_K or Q6_K weights: the same rounding and
+// One activation row (batch-1 decode) on Q8_0, Q4_0, Q4_K, Q5_K or Q6_K weights: the same rounding and
 // integer products, fused so that nothing is staged in memory between reading a weight and
 // multiplying it (kernels/quant_matvec_int8.cc). quant_matmul_int8 takes it where it applies.
 bool int8_matvec_applies(uint32_t type, int64_t n_in);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "gguf/tensor_types.h"
 
@@ -128,21 +129,22 @@ void dot_q4_0(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t 
   for (int g = 0; g < R; ++g) out[g] = _mm512_reduce_add_ps(acc[g]);
 }
 
-// Q4_K: value = d·scale·q - dmin·min per 32 values; the minimums' part is the activations' block
-// sums times dmin·min, gathered 8 sub-blocks at a time.
-template <int R>
-void dot_q4_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+// Q4_K and Q5_K: value = d·scale·q - dmin·min per 32 values (Q5_K's fifth bit from qh); the
+// minimums' part is the activations' block sums times dmin·min, gathered 8 sub-blocks at a time.
+template <bool kFifthBit, int R>
+void dot_k4(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+  using Block = std::conditional_t<kFifthBit, quant::BlockQ5_K, quant::BlockQ4_K>;
   __m512 acc[R];
   __m256 acc_min[R];
   for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps(), acc_min[g] = _mm256_setzero_ps();
-  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m256i nib = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   for (int64_t k = 0; k < n_in / 256; ++k) {
     ahead.at(k);
     const __m256 xd = _mm256_loadu_ps(x.d + 8 * k), xs = _mm256_loadu_ps(x.d_sum + 8 * k);
     __m512i xv[4];
     for (int j = 0; j < 4; ++j) xv[j] = load64(x.q + 256 * k + 64 * j);
     for (int g = 0; g < R; ++g) {
-      const auto* b = reinterpret_cast<const quant::BlockQ4_K*>(w + g * row_bytes) + k;
+      const auto* b = reinterpret_cast<const Block*>(w + g * row_bytes) + k;
       uint32_t a[3], dd;
       std::memcpy(a, b->scales, 12);
       std::memcpy(&dd, &b->d, 4);  // d, dmin
@@ -153,10 +155,16 @@ void dot_q4_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t 
       const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo))));
       acc_min[g] = _mm256_fmadd_ps(_mm256_mul_ps(mn, xs), _mm256_broadcastss_ps(_mm_movehdup_ps(dm)), acc_min[g]);
       const __m512 s8 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(sc, xd), _mm256_broadcastss_ps(dm)));
+      __m256i h;
+      if constexpr (kFifthBit) h = load32(b->qh);
       for (int j = 0; j < 4; ++j) {
         const __m256i raw = load32(b->qs + 32 * j);
-        const __m512i q = join(_mm256_and_si256(raw, nib), _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib));
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv[j]);
+        __m256i lo = _mm256_and_si256(raw, nib), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+        if constexpr (kFifthBit) {
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4));
+        }
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), join(lo, hi), xv[j]);
         const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
         acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s8), acc[g]);
       }
@@ -167,6 +175,14 @@ void dot_q4_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t 
     const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
     out[g] = _mm512_reduce_add_ps(acc[g]) - _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)));
   }
+}
+template <int R>
+void dot_q4_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_k4<false, R>(w, row_bytes, x, n_in, ahead, out);
+}
+template <int R>
+void dot_q5_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_k4<true, R>(w, row_bytes, x, n_in, ahead, out);
 }
 
 // Q6_K: value = d·scale·(q - 32), a scale per 16 values.
@@ -226,11 +242,13 @@ struct TypeDots {
 
 const TypeDots* dots_for(uint32_t type) {
   static const TypeDots q8_0 = KVSERVE_DOTS(dot_q8_0, 64), q4_0 = KVSERVE_DOTS(dot_q4_0, 64),
-                        q4_k = KVSERVE_DOTS(dot_q4_k, 256), q6_k = KVSERVE_DOTS(dot_q6_k, 256);
+                        q4_k = KVSERVE_DOTS(dot_q4_k, 256), q5_k = KVSERVE_DOTS(dot_q5_k, 256),
+                        q6_k = KVSERVE_DOTS(dot_q6_k, 256);
   switch (static_cast<TensorType>(type)) {
     case TensorType::kQ8_0: return &q8_0;
     case TensorType::kQ4_0: return &q4_0;
     case TensorType::kQ4_K: return &q4_k;
+    case TensorType::kQ5_K: return &q5_k;
     case TensorType::kQ6_K: return &q6_k;
     default: return nullptr;
   }

@@ -29,9 +29,10 @@ void QuantMatrix::count_bytes(std::map<TensorType, int64_t>& by_type) const {
 }
 
 int64_t QuantMatrix::panel_rows() const {
-  // About 4 MiB of floats, in multiples of 16 rows: enough columns for the GEMM to run at speed.
-  const int64_t rows = (int64_t{1} << 20) / n_in_ / 16 * 16;
-  return std::clamp<int64_t>(rows, 16, 1024);
+  // About 32 MiB of floats, in multiples of 16 rows: the GEMM packs the activations again for
+  // every panel, so a panel must be wide enough for that to be small beside its multiply.
+  const int64_t rows = (int64_t{1} << 23) / n_in_ / 16 * 16;
+  return std::clamp<int64_t>(rows, 16, 8192);
 }
 
 void QuantMatrix::prepare(int64_t max_rows, bool /*accumulate*/) {

@@ -100,7 +100,7 @@ void check(const Case& c, KernelLevel level, bool int8) {
   const int64_t n_out = m.n_out();
   ASSERT_EQ(n_out, rows_per_part * static_cast<int64_t>(c.parts.size()));
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  for (int64_t rows : std::vector<int64_t>{1, 2, 5, 7, 13, kSmallBatchRows, kSmallBatchRows + 1, 150}) {
+  for (int64_t rows : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 13, kSmallBatchRows, kSmallBatchRows + 1, 150}) {
     const int64_t rp = WeightMatrix::padded_rows(rows);
     std::vector<float> x(rp * n_in), base(rp * n_out);
     for (float& v : x) v = U(rng);

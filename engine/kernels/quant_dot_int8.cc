@@ -244,7 +244,7 @@ void slab_dot(const Prepared* w, int chunks, const int8_t* xq, const float* xs, 
 bool int8_path_applies(uint32_t type, int64_t n_in) { return cpu_has_vnni() && prep_for(type) && n_in % 64 == 0; }
 
 void quant_matmul_int8(const QuantMatmulArgs& a) {
-  if (a.m == 1 && int8_matvec_applies(a.type, a.n_in)) {
+  if (a.m <= kMatvecMaxRows && int8_matvec_applies(a.type, a.n_in)) {
     quant_matvec_int8(a);
     return;
   }

@@ -23,6 +23,9 @@ inline float round_activations(const float* x, int8_t* q) {
   return d;
 }
 
+// Up to this many activation rows take the fused kernel (quant_matvec_int8) where it applies.
+constexpr int64_t kMatvecMaxRows = 4;
+
 // Scratch bytes the integer path needs for m rows of n_in activations.
 inline int64_t int8_scratch_bytes(int64_t m, int64_t n_in) { return m * n_in * 3 + 256; }
 
@@ -35,9 +38,10 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 bool int8_path_applies(uint32_t type, int64_t n_in);
 // a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
 void quant_matmul_int8(const QuantMatmulArgs& a);
-// One activation row (batch-1 decode) on Q8_0, Q4_0, Q4_K, Q5_K or Q6_K weights: the same rounding and
-// integer products, fused so that nothing is staged in memory between reading a weight and
-// multiplying it (kernels/quant_matvec_int8.cc). quant_matmul_int8 takes it where it applies.
+// Up to kMatvecMaxRows activation rows (decoding one to four streams) on Q8_0, Q4_0, Q4_K, Q5_K
+// or Q6_K weights: the same rounding and integer products, fused so that nothing is staged in
+// memory between reading a weight and multiplying it (kernels/quant_matvec_int8.cc).
+// quant_matmul_int8 takes it where it applies.
 bool int8_matvec_applies(uint32_t type, int64_t n_in);
 void quant_matvec_int8(const QuantMatmulArgs& a);
 

@@ -65,9 +65,12 @@ inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<con
 inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
-// Two blocks' F16 scales times the activations' two block scales, each spread over 8 lanes.
-inline __m512 pair_scale(uint16_t a, uint16_t b, const float* xd) {
-  const __m128 w = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(a), b, 1));
+// Two blocks' F16 scales as floats in lanes 0 and 1.
+inline __m128 pair_of_halves(uint16_t a, uint16_t b) {
+  return _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(a), b, 1));
+}
+// w (two block scales) times the activations' two block scales, each spread over 8 lanes.
+inline __m512 pair_scale(__m128 w, const float* xd) {
   const __m128 s = _mm_mul_ps(w, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd))));
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                _mm512_castps128_ps512(s));
@@ -84,37 +87,41 @@ struct Ahead {
   }
 };
 
-// R rows of W (row_bytes apart) times one rounded row: out[0..R). Per type, values 64 at a time:
-// the integer dot of each 4 levels (vpdpbusd), less the levels' offset times the activations'
-// lane sum, to float, times the product of the two block scales.
-template <int R>
-void dot_q8_0(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
-  __m512 acc[R];
-  for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+// R rows of W (row_bytes apart) times M rounded rows x[0..M): out[m * R + g]. Per type, values 64
+// at a time: the integer dot of each 4 levels (vpdpbusd), less the levels' offset times the
+// activations' lane sum, to float, times the product of the two block scales. Each weight is
+// unpacked once for all M rows.
+template <int M, int R>
+void dot_q8_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  __m512 acc[M][R];
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps();
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t c = 0; c < n_in / 64; ++c) {
     ahead.at(c);
-    const __m512i xv = load64(x.q + 64 * c);
-    const __m512i offset = _mm512_slli_epi32(load64(x.lanes + 16 * c), 7);  // 128 x lane sum
     for (int g = 0; g < R; ++g) {
       const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(w + g * row_bytes) + 2 * c;
       const __m512i q = _mm512_xor_si512(join(load32(b[0].qs), load32(b[1].qs)), flip);  // w + 128
-      const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv), offset);
-      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(b[0].d, b[1].d, x.d + 2 * c), acc[g]);
+      const __m128 ws = pair_of_halves(b[0].d, b[1].d);
+      for (int m = 0; m < M; ++m) {
+        const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 16 * c), 7);  // 128 x lane sum
+        const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 64 * c)), offset);
+        acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(ws, x[m].d + 2 * c), acc[m][g]);
+      }
     }
   }
-  for (int g = 0; g < R; ++g) out[g] = _mm512_reduce_add_ps(acc[g]);
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < R; ++g) out[m * R + g] = _mm512_reduce_add_ps(acc[m][g]);
 }
 
-template <int R>
-void dot_q4_0(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
-  __m512 acc[R];
-  for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+template <int M, int R>
+void dot_q4_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  __m512 acc[M][R];
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps();
   const __m256i nib = _mm256_set1_epi8(0x0F);
   for (int64_t c = 0; c < n_in / 64; ++c) {
     ahead.at(c);
-    const __m512i xv = load64(x.q + 64 * c);
-    const __m512i offset = _mm512_slli_epi32(load64(x.lanes + 16 * c), 3);  // 8 x lane sum
     for (int g = 0; g < R; ++g) {
       const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(w + g * row_bytes) + 2 * c;
       const __m256i both = _mm256_inserti128_si256(
@@ -122,27 +129,36 @@ void dot_q4_0(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t 
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
       const __m512i z = join(_mm256_and_si256(both, nib), _mm256_and_si256(_mm256_srli_epi16(both, 4), nib));
       const __m512i q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));  // [lo b0, hi b0, lo b1, hi b1]
-      const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv), offset);
-      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(b[0].d, b[1].d, x.d + 2 * c), acc[g]);
+      const __m128 ws = pair_of_halves(b[0].d, b[1].d);
+      for (int m = 0; m < M; ++m) {
+        const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 16 * c), 3);  // 8 x lane sum
+        const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 64 * c)), offset);
+        acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(ws, x[m].d + 2 * c), acc[m][g]);
+      }
     }
   }
-  for (int g = 0; g < R; ++g) out[g] = _mm512_reduce_add_ps(acc[g]);
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < R; ++g) out[m * R + g] = _mm512_reduce_add_ps(acc[m][g]);
+}
+
+inline float reduce8(__m256 v) {
+  const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)));
 }
 
 // Q4_K and Q5_K: value = d·scale·q - dmin·min per 32 values (Q5_K's fifth bit from qh); the
 // minimums' part is the activations' block sums times dmin·min, gathered 8 sub-blocks at a time.
-template <bool kFifthBit, int R>
-void dot_k4(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
+template <bool kFifthBit, int M, int R>
+void dot_k4(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
   using Block = std::conditional_t<kFifthBit, quant::BlockQ5_K, quant::BlockQ4_K>;
-  __m512 acc[R];
-  __m256 acc_min[R];
-  for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps(), acc_min[g] = _mm256_setzero_ps();
+  __m512 acc[M][R];
+  __m256 acc_min[M][R];
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps(), acc_min[m][g] = _mm256_setzero_ps();
   const __m256i nib = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   for (int64_t k = 0; k < n_in / 256; ++k) {
     ahead.at(k);
-    const __m256 xd = _mm256_loadu_ps(x.d + 8 * k), xs = _mm256_loadu_ps(x.d_sum + 8 * k);
-    __m512i xv[4];
-    for (int j = 0; j < 4; ++j) xv[j] = load64(x.q + 256 * k + 64 * j);
     for (int g = 0; g < R; ++g) {
       const auto* b = reinterpret_cast<const Block*>(w + g * row_bytes) + k;
       uint32_t a[3], dd;
@@ -151,10 +167,17 @@ void dot_k4(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_
       const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));
       const uint32_t sc_lo = a[0] & 0x3f3f3f3f, sc_hi = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4);
       const uint32_t mn_lo = a[1] & 0x3f3f3f3f, mn_hi = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
-      const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
-      const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo))));
-      acc_min[g] = _mm256_fmadd_ps(_mm256_mul_ps(mn, xs), _mm256_broadcastss_ps(_mm_movehdup_ps(dm)), acc_min[g]);
-      const __m512 s8 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(sc, xd), _mm256_broadcastss_ps(dm)));
+      const __m256 sc = _mm256_mul_ps(
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo)))),
+          _mm256_broadcastss_ps(dm));
+      const __m256 mn = _mm256_mul_ps(
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo)))),
+          _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+      __m512 s8[M];
+      for (int m = 0; m < M; ++m) {
+        acc_min[m][g] = _mm256_fmadd_ps(mn, _mm256_loadu_ps(x[m].d_sum + 8 * k), acc_min[m][g]);
+        s8[m] = _mm512_castps256_ps512(_mm256_mul_ps(sc, _mm256_loadu_ps(x[m].d + 8 * k)));
+      }
       __m256i h;
       if constexpr (kFifthBit) h = load32(b->qh);
       for (int j = 0; j < 4; ++j) {
@@ -164,50 +187,49 @@ void dot_k4(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_
           lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4));
           hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4));
         }
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), join(lo, hi), xv[j]);
+        const __m512i q = join(lo, hi);
         const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
-        acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s8), acc[g]);
+        for (int m = 0; m < M; ++m) {
+          const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 256 * k + 64 * j));
+          acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s8[m]), acc[m][g]);
+        }
       }
     }
   }
-  for (int g = 0; g < R; ++g) {
-    const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(acc_min[g]), _mm256_extractf128_ps(acc_min[g], 1));
-    const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
-    out[g] = _mm512_reduce_add_ps(acc[g]) - _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)));
-  }
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < R; ++g) out[m * R + g] = _mm512_reduce_add_ps(acc[m][g]) - reduce8(acc_min[m][g]);
 }
-template <int R>
-void dot_q4_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
-  dot_k4<false, R>(w, row_bytes, x, n_in, ahead, out);
+template <int M, int R>
+void dot_q4_k(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_k4<false, M, R>(w, row_bytes, x, n_in, ahead, out);
 }
-template <int R>
-void dot_q5_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
-  dot_k4<true, R>(w, row_bytes, x, n_in, ahead, out);
+template <int M, int R>
+void dot_q5_k(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_k4<true, M, R>(w, row_bytes, x, n_in, ahead, out);
 }
 
 // Q6_K: value = d·scale·(q - 32), a scale per 16 values.
-template <int R>
-void dot_q6_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t n_in, const Ahead& ahead, float* out) {
-  __m512 acc[R];
-  for (int g = 0; g < R; ++g) acc[g] = _mm512_setzero_ps();
+template <int M, int R>
+void dot_q6_k(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  __m512 acc[M][R];
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps();
   const __m256i three = _mm256_set1_epi8(3);
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const __m512i halves = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   for (int64_t k = 0; k < n_in / 256; ++k) {
     ahead.at(k);
     // The activations' scale of each 16 values' block.
-    const __m512 xd16 = _mm512_permutexvar_ps(halves, _mm512_castps256_ps512(_mm256_loadu_ps(x.d + 8 * k)));
-    __m512i xv[4], offset[4];
-    for (int j = 0; j < 4; ++j) {
-      xv[j] = load64(x.q + 256 * k + 64 * j);
-      offset[j] = _mm512_slli_epi32(load64(x.lanes + 64 * k + 16 * j), 5);  // 32 x lane sum
-    }
+    __m512 xd16[M];
+    for (int m = 0; m < M; ++m)
+      xd16[m] = _mm512_permutexvar_ps(halves, _mm512_castps256_ps512(_mm256_loadu_ps(x[m].d + 8 * k)));
     for (int g = 0; g < R; ++g) {
       const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(w + g * row_bytes) + k;
-      const __m512 s16 = _mm512_mul_ps(
-          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))),
-                        xd16),
+      const __m512 scales = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))),
           _mm512_set1_ps(quant::half_to_float(b->d)));
+      __m512 s16[M];
+      for (int m = 0; m < M; ++m) s16[m] = _mm512_mul_ps(scales, xd16[m]);
       for (int half = 0; half < 2; ++half) {
         const __m512i ql = load64(b->ql + 64 * half);
         const __m256i h = load32(b->qh + 32 * half);
@@ -218,27 +240,33 @@ void dot_q6_k(const uint8_t* w, int64_t row_bytes, const RoundedRow& x, int64_t 
           const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
           const __m512i low = part == 0 ? _mm512_and_si512(ql, nib) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib);
           const __m512i q = _mm512_or_si512(low, _mm512_slli_epi16(join(h1, h2), 4));
-          const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv[j]), offset[j]);
           const __m512i pick = _mm512_add_epi32(_mm512_set1_epi32(4 * j),
                                                 _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
-          acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s16), acc[g]);
+          for (int m = 0; m < M; ++m) {
+            const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 64 * k + 16 * j), 5);  // 32 x lane sum
+            const __m512i dot =
+                _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 256 * k + 64 * j)), offset);
+            acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s16[m]), acc[m][g]);
+          }
         }
       }
     }
   }
-  for (int g = 0; g < R; ++g) out[g] = _mm512_reduce_add_ps(acc[g]);
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < R; ++g) out[m * R + g] = _mm512_reduce_add_ps(acc[m][g]);
 }
 
-constexpr int kRows = 4;            // weight rows sharing each load of the activations
+constexpr int kRows = 4;             // weight rows sharing each load of the activations
+constexpr int kActivationRows = 2;   // activation rows sharing each unpacked weight
 constexpr int64_t kAheadGroups = 2;  // prefetch distance, in groups of rows
 
-using DotFn = void (*)(const uint8_t*, int64_t, const RoundedRow&, int64_t, const Ahead&, float*);
+using DotFn = void (*)(const uint8_t*, int64_t, const RoundedRow*, int64_t, const Ahead&, float*);
 struct TypeDots {
-  DotFn rows[kRows];  // rows[r - 1] takes r rows
+  DotFn fns[kActivationRows][kRows];  // fns[m - 1][r - 1] takes m activation rows and r weight rows
   int64_t step_values;
 };
 #define KVSERVE_DOTS(fn, step) \
-  TypeDots{{fn<1>, fn<2>, fn<3>, fn<4>}, step}
+  TypeDots{{{fn<1, 1>, fn<1, 2>, fn<1, 3>, fn<1, 4>}, {fn<2, 1>, fn<2, 2>, fn<2, 3>, fn<2, 4>}}, step}
 
 const TypeDots* dots_for(uint32_t type) {
   static const TypeDots q8_0 = KVSERVE_DOTS(dot_q8_0, 64), q4_0 = KVSERVE_DOTS(dot_q4_0, 64),
@@ -264,7 +292,11 @@ bool int8_matvec_applies(uint32_t type, int64_t n_in) {
 
 void quant_matvec_int8(const QuantMatmulArgs& a) {
   const TypeDots& dots = *dots_for(a.type);
-  const RoundedRow x = round_row(a.x, a.n_in, a.scratch);
+  // Each row's rounding in its own 64-byte-aligned part of the scratch.
+  const int64_t stride = ((a.n_in + 63) / 64 * 64 + a.n_in + a.n_in / 4 + 63) / 64 * 64;
+  RoundedRow x[kMatvecMaxRows];
+  for (int64_t r = 0; r < a.m; ++r)
+    x[r] = round_row(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
   const int64_t groups = (a.n_out + kRows - 1) / kRows, steps = a.n_in / dots.step_values;
   const int64_t group_bytes = kRows * a.row_bytes;
   const int64_t per_step = ((group_bytes + steps - 1) / steps + 63) / 64 * 64;
@@ -277,10 +309,16 @@ void quant_matvec_int8(const QuantMatmulArgs& a) {
       ahead.p = reinterpret_cast<const char*>(a.w + (grp + kAheadGroups) * group_bytes);
       ahead.per_step = per_step;
     }
-    float out[kRows];
-    dots.rows[rows - 1](a.w + j0 * a.row_bytes, a.row_bytes, x, a.n_in, ahead, out);
-    float* y = a.y + j0;
-    for (int g = 0; g < rows; ++g) y[g] = a.accumulate ? y[g] + out[g] : out[g];
+    // Activation rows two at a time; the group's weights are in L1 for the second pass.
+    for (int64_t r0 = 0; r0 < a.m; r0 += kActivationRows) {
+      const int mr = static_cast<int>(std::min<int64_t>(kActivationRows, a.m - r0));
+      float out[kActivationRows * kRows];
+      dots.fns[mr - 1][rows - 1](a.w + j0 * a.row_bytes, a.row_bytes, x + r0, a.n_in, r0 == 0 ? ahead : Ahead{}, out);
+      for (int m = 0; m < mr; ++m) {
+        float* y = a.y + (r0 + m) * a.ldy + j0;
+        for (int g = 0; g < rows; ++g) y[g] = a.accumulate ? y[g] + out[m * rows + g] : out[m * rows + g];
+      }
+    }
   }
 }
 

@@ -202,7 +202,7 @@ void roles(std::ostringstream& o, const v1::InspectAttentionResponse& a) {
     std::string which;
     int count = 0;
     for (const auto& h : a.heads())
-      if (role_of(h.label()).name == std::string(r.name)) {
+      if (&role_of(h.label()) == &r) {
         which += (count++ ? ", " : "") + std::to_string(h.layer()) + "." + std::to_string(h.head());
       }
     o << "<tr><td style=\"white-space:nowrap\"><span class=\"sw role-" << r.name

@@ -127,11 +127,16 @@ int main(int argc, char** argv) {
   args.SetMaxReceiveMessageSize(1 << 30);  // attention matrices of long prompts are large
   auto channel = grpc::CreateCustomChannel(addr, creds, args);
   auto stub = kvserve::v1::Inference::NewStub(channel);
-  grpc::ClientContext ctx;
-  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-  if (timeout_s > 0)
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  // One context a call, each with the token and the deadline.
+  const auto make_context = [&]() {
+    auto c = std::make_unique<grpc::ClientContext>();
+    if (!token.empty()) c->AddMetadata("authorization", "Bearer " + token);
+    if (timeout_s > 0)
+      c->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    return c;
+  };
+  const std::unique_ptr<grpc::ClientContext> first_context = make_context();
+  grpc::ClientContext& ctx = *first_context;
 
   if (*gen) {
     if (!read_prompt(prompt, prompt_file)) {
@@ -276,14 +281,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kvserve-cli: inspect needs a prompt: an argument, - for standard input, or --prompt-file\n");
       return 2;
     }
-    auto context = [&]() {
-      auto c = std::make_unique<grpc::ClientContext>();
-      if (!token.empty()) c->AddMetadata("authorization", "Bearer " + token);
-      if (timeout_s > 0)
-        c->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-      return c;
-    };
-    return kvserve::cli_inspect(*stub, context, inspect_options);
+    return kvserve::cli_inspect(*stub, make_context, inspect_options);
   }
   if (*importance) {
     std::ifstream in(text_file, std::ios::binary);

@@ -23,10 +23,13 @@ serve() {
 }
 # text_of ADDR TOKENS: the longest prefix of the reference story that is TOKENS tokens (BOS included).
 text_of() {
-  local t
+  local t n
+  # awk reads all of the output (head would close the pipe early, and pipefail would see SIGPIPE).
+  count() { "$bin/clients/kvserve-cli" --addr "$1" tokenize "$2" | awk 'NR == 1 {print NF}'; }
   t="$(cat "$models/stories260K.expected.n256.txt")"
-  while [ "$("$bin/clients/kvserve-cli" --addr "$1" tokenize "$t" | head -1 | wc -w)" -gt "$2" ]; do t="${t%?}"; done
-  [ "$("$bin/clients/kvserve-cli" --addr "$1" tokenize "$t" | head -1 | wc -w)" = "$2" ] || { echo "no $2-token prefix" >&2; exit 1; }
+  n=$(count "$1" "$t")
+  while [ "$n" -gt "$2" ]; do t="${t%?}"; n=$(count "$1" "$t"); done
+  [ "$n" = "$2" ] || { echo "no $2-token prefix" >&2; exit 1; }
   printf '%s' "$t"
 }
 # atlas ADDR NAME TOKENS HEADS MAX_BYTES [inspect flags]: the page and its check.

@@ -23,6 +23,7 @@ KVSERVE_KERNEL_TARGET_BEGIN
 #if KVSERVE_HAS_AVX512
 _Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
 #endif
+#include "kernels/quant_levels_avx512.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS {
 
@@ -44,26 +45,18 @@ struct alignas(64) Prepared {
 };
 
 inline __m512 halves(float a, float b) { return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1); }
-inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // Chunk c (values 64c..64c+63) of one row, per type.
 void prep_q8_0_chunk(const uint8_t* row, int64_t c, Prepared& p) {
   const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(row) + 2 * c;
-  const __m512i q = join(load32(reinterpret_cast<const uint8_t*>(b[0].qs)), load32(reinterpret_cast<const uint8_t*>(b[1].qs)));
-  p.q = _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));  // w + 128, unsigned
+  p.q = levels::q8_0_pair(b);
   p.dot_scale = halves(quant::half_to_float(b[0].d), quant::half_to_float(b[1].d));
   p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-128.0f));
 }
 
 void prep_q4_0_chunk(const uint8_t* row, int64_t c, Prepared& p) {
   const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(row) + 2 * c;
-  const __m256i both = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
-  const __m256i nib = _mm256_set1_epi8(0x0F);
-  const __m512i z = join(_mm256_and_si256(both, nib), _mm256_and_si256(_mm256_srli_epi16(both, 4), nib));
-  p.q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));  // [lo b0, hi b0, lo b1, hi b1]
+  p.q = levels::q4_0_pair(b);
   p.dot_scale = halves(quant::half_to_float(b[0].d), quant::half_to_float(b[1].d));
   p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-8.0f));
 }
@@ -81,27 +74,17 @@ void prep_k4_block(const uint8_t* block, int first, int n, Prepared* out) {
     scales = b->scales, qs = b->qs, d16 = b->d, dmin16 = b->dmin;
   }
   const float d = quant::half_to_float(d16), dmin = quant::half_to_float(dmin16);
-  // The 8 six-bit scales and mins (quant::k_scale_min's layout) unpacked in 32-bit words, so no
-  // byte stores meet a vector load.
-  uint32_t a[3];
-  std::memcpy(a, scales, 12);
-  const uint32_t sc_lo = a[0] & 0x3f3f3f3f, sc_hi = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4);
-  const uint32_t mn_lo = a[1] & 0x3f3f3f3f, mn_hi = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
-  const __m128i bytes = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(mn_lo),
-                                       static_cast<int>(mn_hi));
+  uint32_t w[4];
+  levels::k4_scale_words(scales, w);
+  const __m128i bytes = _mm_setr_epi32(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]),
+                                       static_cast<int>(w[3]));
   // [d·scale_0..7, -dmin·min_0..7], each chunk's lanes picked from it by index.
   const __m512 factors = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), halves(d, -dmin));
-  const __m256i nib = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  __m256i h = _mm256_setzero_si256();
+  if constexpr (kFifthBit) h = levels::load32(qh);
   for (int j = first; j < first + n; ++j) {
     Prepared& p = out[j - first];
-    const __m256i raw = load32(qs + 32 * j);
-    __m256i lo = _mm256_and_si256(raw, nib), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
-    if constexpr (kFifthBit) {
-      const __m256i h = load32(qh);
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4));
-    }
-    p.q = join(lo, hi);
+    p.q = levels::k4_chunk<kFifthBit>(qs, h, j);
     const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
     p.dot_scale = _mm512_permutexvar_ps(pick, factors);
     p.sum_scale = _mm512_permutexvar_ps(_mm512_add_epi32(pick, _mm512_set1_epi32(8)), factors);
@@ -125,24 +108,11 @@ void prep_q6_k_block(const uint8_t* block, int first, int n, Prepared* out) {
   const __m512 scales = _mm512_mul_ps(
       _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))),
       _mm512_set1_ps(quant::half_to_float(b->d)));
-  const __m256i three = _mm256_set1_epi8(3);
   for (int j = first; j < first + n; ++j) {
     Prepared& p = out[j - first];
-    const int half = j / 2, part = j % 2;
-    const __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
-    const __m256i h = load32(b->qh + 32 * half);
-    // part 0: values [q1 (32), q2 (32)]: low nibbles, qh bits 0-1 and 2-3; part 1: [q3, q4]: high
-    // nibbles, bits 4-5 and 6-7.
-    const int shift = 4 * part;
-    const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(h, shift), three);
-    const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
-    const __m512i high = _mm512_slli_epi16(join(h1, h2), 4);
-    const __m512i low = part == 0 ? _mm512_and_si512(ql, _mm512_set1_epi8(0x0F))
-                                  : _mm512_and_si512(_mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
-    p.q = _mm512_or_si512(low, high);
-    // A scale per 16 values (4 lanes): scales[8·half + 4·part + 0..3].
-    const int s0 = 8 * half + 4 * part;
-    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(s0),
+    p.q = levels::q6_k_chunk(b, j);
+    // A scale per 16 values (4 lanes): scales[4j + 0..3].
+    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * j),
                                          _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
     p.dot_scale = _mm512_permutexvar_ps(idx, scales);
     p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-32.0f));
@@ -187,15 +157,8 @@ void round_rows(const float* x, int64_t m, int64_t n_in, int8_t* xq, float* xs, 
 #pragma omp parallel for schedule(static) if (m > 1)
   for (int64_t r = 0; r < m; ++r)
     for (int64_t b = 0; b < n_in / 32; ++b) {
-      const float* xb = x + r * n_in + 32 * b;
-      const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-      const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
-      const __m512 s = _mm512_set1_ps(id);
-      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, s)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, s));
       int8_t* qb = xq + r * n_in + 32 * b;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtsepi32_epi8(q0));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtsepi32_epi8(q1));
+      const float d = levels::round_block32(x + r * n_in + 32 * b, qb);
       const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb));
       const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), bytes);
       _mm256_storeu_ps(xs + (r * n_in + 32 * b) / 4, _mm256_cvtepi32_ps(sums));

@@ -21,11 +21,15 @@ KVSERVE_KERNEL_TARGET_BEGIN
 #if KVSERVE_HAS_AVX512
 _Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
 #endif
+#include "kernels/quant_levels_avx512.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS {
 
 #if KVSERVE_HAS_AVX512
 namespace {
+
+using levels::load32;
+using levels::load64;
 
 // One activation row rounded as round_activations rounds it, with what the fused dots need.
 struct RoundedRow {
@@ -42,13 +46,7 @@ RoundedRow round_row(const float* x, int64_t n_in, void* scratch) {
   float* d_sum = d + n_in / 32;
   const __m256i ones = _mm256_set1_epi8(1);
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float db = amax / 127.0f, id = db > 0.0f ? 1.0f / db : 0.0f;
-    const __m512 s = _mm512_set1_ps(id);
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, s)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, s));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtsepi32_epi8(q1));
+    const float db = levels::round_block32(x + 32 * b, q + 32 * b);
     const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones,
                                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 8 * b), sums);
@@ -60,10 +58,6 @@ RoundedRow round_row(const float* x, int64_t n_in, void* scratch) {
   }
   return {q, d, lanes, d_sum};
 }
-
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
-inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
 // Two blocks' F16 scales as floats in lanes 0 and 1.
 inline __m128 pair_of_halves(uint16_t a, uint16_t b) {
@@ -91,20 +85,20 @@ struct Ahead {
 // at a time: the integer dot of each 4 levels (vpdpbusd), less the levels' offset times the
 // activations' lane sum, to float, times the product of the two block scales. Each weight is
 // unpacked once for all M rows.
-template <int M, int R>
-void dot_q8_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+// Q8_0 and Q4_0: two blocks of 32 a step, their levels from `Levels` with offset 2^kShift.
+template <typename Block, __m512i (*Levels)(const Block*), int kShift, int M, int R>
+void dot_pairs(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
   __m512 acc[M][R];
   for (int m = 0; m < M; ++m)
     for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps();
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t c = 0; c < n_in / 64; ++c) {
     ahead.at(c);
     for (int g = 0; g < R; ++g) {
-      const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(w + g * row_bytes) + 2 * c;
-      const __m512i q = _mm512_xor_si512(join(load32(b[0].qs), load32(b[1].qs)), flip);  // w + 128
+      const Block* b = reinterpret_cast<const Block*>(w + g * row_bytes) + 2 * c;
+      const __m512i q = Levels(b);
       const __m128 ws = pair_of_halves(b[0].d, b[1].d);
       for (int m = 0; m < M; ++m) {
-        const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 16 * c), 7);  // 128 x lane sum
+        const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 16 * c), kShift);  // offset x lane sum
         const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 64 * c)), offset);
         acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(ws, x[m].d + 2 * c), acc[m][g]);
       }
@@ -113,32 +107,13 @@ void dot_q8_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t 
   for (int m = 0; m < M; ++m)
     for (int g = 0; g < R; ++g) out[m * R + g] = _mm512_reduce_add_ps(acc[m][g]);
 }
-
+template <int M, int R>
+void dot_q8_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_pairs<quant::BlockQ8_0, levels::q8_0_pair, 7, M, R>(w, row_bytes, x, n_in, ahead, out);
+}
 template <int M, int R>
 void dot_q4_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
-  __m512 acc[M][R];
-  for (int m = 0; m < M; ++m)
-    for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps();
-  const __m256i nib = _mm256_set1_epi8(0x0F);
-  for (int64_t c = 0; c < n_in / 64; ++c) {
-    ahead.at(c);
-    for (int g = 0; g < R; ++g) {
-      const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(w + g * row_bytes) + 2 * c;
-      const __m256i both = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
-      const __m512i z = join(_mm256_and_si256(both, nib), _mm256_and_si256(_mm256_srli_epi16(both, 4), nib));
-      const __m512i q = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));  // [lo b0, hi b0, lo b1, hi b1]
-      const __m128 ws = pair_of_halves(b[0].d, b[1].d);
-      for (int m = 0; m < M; ++m) {
-        const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 16 * c), 3);  // 8 x lane sum
-        const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 64 * c)), offset);
-        acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(ws, x[m].d + 2 * c), acc[m][g]);
-      }
-    }
-  }
-  for (int m = 0; m < M; ++m)
-    for (int g = 0; g < R; ++g) out[m * R + g] = _mm512_reduce_add_ps(acc[m][g]);
+  dot_pairs<quant::BlockQ4_0, levels::q4_0_pair, 3, M, R>(w, row_bytes, x, n_in, ahead, out);
 }
 
 inline float reduce8(__m256 v) {
@@ -156,38 +131,29 @@ void dot_k4(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_
   __m256 acc_min[M][R];
   for (int m = 0; m < M; ++m)
     for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps(), acc_min[m][g] = _mm256_setzero_ps();
-  const __m256i nib = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   for (int64_t k = 0; k < n_in / 256; ++k) {
     ahead.at(k);
     for (int g = 0; g < R; ++g) {
       const auto* b = reinterpret_cast<const Block*>(w + g * row_bytes) + k;
-      uint32_t a[3], dd;
-      std::memcpy(a, b->scales, 12);
+      uint32_t sw[4], dd;
+      levels::k4_scale_words(b->scales, sw);
       std::memcpy(&dd, &b->d, 4);  // d, dmin
       const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));
-      const uint32_t sc_lo = a[0] & 0x3f3f3f3f, sc_hi = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4);
-      const uint32_t mn_lo = a[1] & 0x3f3f3f3f, mn_hi = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
       const __m256 sc = _mm256_mul_ps(
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo)))),
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sw[1]), static_cast<int>(sw[0])))),
           _mm256_broadcastss_ps(dm));
       const __m256 mn = _mm256_mul_ps(
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo)))),
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sw[3]), static_cast<int>(sw[2])))),
           _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
       __m512 s8[M];
       for (int m = 0; m < M; ++m) {
         acc_min[m][g] = _mm256_fmadd_ps(mn, _mm256_loadu_ps(x[m].d_sum + 8 * k), acc_min[m][g]);
         s8[m] = _mm512_castps256_ps512(_mm256_mul_ps(sc, _mm256_loadu_ps(x[m].d + 8 * k)));
       }
-      __m256i h;
+      __m256i h = _mm256_setzero_si256();
       if constexpr (kFifthBit) h = load32(b->qh);
       for (int j = 0; j < 4; ++j) {
-        const __m256i raw = load32(b->qs + 32 * j);
-        __m256i lo = _mm256_and_si256(raw, nib), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
-        if constexpr (kFifthBit) {
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4));
-          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4));
-        }
-        const __m512i q = join(lo, hi);
+        const __m512i q = levels::k4_chunk<kFifthBit>(b->qs, h, j);
         const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
         for (int m = 0; m < M; ++m) {
           const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 256 * k + 64 * j));
@@ -214,8 +180,6 @@ void dot_q6_k(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t 
   __m512 acc[M][R];
   for (int m = 0; m < M; ++m)
     for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps();
-  const __m256i three = _mm256_set1_epi8(3);
-  const __m512i nib = _mm512_set1_epi8(0x0F);
   const __m512i halves = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   for (int64_t k = 0; k < n_in / 256; ++k) {
     ahead.at(k);
@@ -230,24 +194,15 @@ void dot_q6_k(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t 
           _mm512_set1_ps(quant::half_to_float(b->d)));
       __m512 s16[M];
       for (int m = 0; m < M; ++m) s16[m] = _mm512_mul_ps(scales, xd16[m]);
-      for (int half = 0; half < 2; ++half) {
-        const __m512i ql = load64(b->ql + 64 * half);
-        const __m256i h = load32(b->qh + 32 * half);
-        for (int part = 0; part < 2; ++part) {
-          // part 0: [q1, q2] (low nibbles, qh bits 0-1 and 2-3); part 1: [q3, q4] (high, bits 4-7).
-          const int j = 2 * half + part, shift = 4 * part;
-          const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(h, shift), three);
-          const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
-          const __m512i low = part == 0 ? _mm512_and_si512(ql, nib) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib);
-          const __m512i q = _mm512_or_si512(low, _mm512_slli_epi16(join(h1, h2), 4));
-          const __m512i pick = _mm512_add_epi32(_mm512_set1_epi32(4 * j),
-                                                _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
-          for (int m = 0; m < M; ++m) {
-            const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 64 * k + 16 * j), 5);  // 32 x lane sum
-            const __m512i dot =
-                _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 256 * k + 64 * j)), offset);
-            acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s16[m]), acc[m][g]);
-          }
+      for (int j = 0; j < 4; ++j) {
+        const __m512i q = levels::q6_k_chunk(b, j);
+        const __m512i pick = _mm512_add_epi32(_mm512_set1_epi32(4 * j),
+                                              _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+        for (int m = 0; m < M; ++m) {
+          const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 64 * k + 16 * j), 5);  // 32 x lane sum
+          const __m512i dot =
+              _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 256 * k + 64 * j)), offset);
+          acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s16[m]), acc[m][g]);
         }
       }
     }

@@ -1,0 +1,79 @@
+// The integer paths' shared pieces (kernels/quant_dot_int8.cc, the staged path for 5-64 rows, and
+// kernels/quant_matvec_int8.cc, the fused one for 1-4): rounding a block of activations, and each
+// block type's levels for 64 values as unsigned bytes in the activations' order, ready for
+// vpdpbusd. Included inside a kernel level's target region (AVX-512 with VNNI) by both.
+#pragma once
+
+#if KVSERVE_HAS_AVX512
+namespace kvserve::KVSERVE_KERNEL_NS::levels {
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+// x [32] rounded as round_activations rounds it into q [32]; returns the block scale.
+inline float round_block32(const float* x, int8_t* q) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+  const __m512 s = _mm512_set1_ps(id);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, s))));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, s))));
+  return d;
+}
+
+// Two Q8_0 blocks: w + 128 (so that the levels are unsigned; the offset is 128).
+inline __m512i q8_0_pair(const quant::BlockQ8_0* b) {
+  return _mm512_xor_si512(join(load32(b[0].qs), load32(b[1].qs)), _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+
+// Two Q4_0 blocks (offset 8): [low nibbles b0, high b0, low b1, high b1].
+inline __m512i q4_0_pair(const quant::BlockQ4_0* b) {
+  const __m256i both = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m512i z = join(_mm256_and_si256(both, nib), _mm256_and_si256(_mm256_srli_epi16(both, 4), nib));
+  return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// Q4_K/Q5_K's 8 six-bit scales and mins (quant::k_scale_min's layout) as bytes in 32-bit words,
+// so no byte stores meet a vector load: {scales 0-3, scales 4-7, mins 0-3, mins 4-7}.
+inline void k4_scale_words(const uint8_t* scales, uint32_t out[4]) {
+  uint32_t a[3];
+  std::memcpy(a, scales, 12);
+  out[0] = a[0] & 0x3f3f3f3f;
+  out[1] = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4);
+  out[2] = a[1] & 0x3f3f3f3f;
+  out[3] = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
+}
+
+// Chunk j (0-3) of a Q4_K super-block, or of a Q5_K one with its fifth bits h (the block's qh):
+// sub-blocks 2j and 2j+1.
+template <bool kFifthBit>
+inline __m512i k4_chunk(const uint8_t* qs, __m256i h, int j) {
+  const __m256i nib = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const __m256i raw = load32(qs + 32 * j);
+  __m256i lo = _mm256_and_si256(raw, nib), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+  if constexpr (kFifthBit) {
+    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4));
+    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4));
+  }
+  return join(lo, hi);
+}
+
+// Chunk j (0-3) of a Q6_K super-block (offset 32): half j / 2; part 0 is [q1, q2] (low nibbles,
+// qh bits 0-1 and 2-3), part 1 [q3, q4] (high nibbles, bits 4-5 and 6-7).
+inline __m512i q6_k_chunk(const quant::BlockQ6_K* b, int j) {
+  const int half = j / 2, shift = 4 * (j % 2);
+  const __m512i ql = load64(b->ql + 64 * half);
+  const __m256i h = load32(b->qh + 32 * half), three = _mm256_set1_epi8(3);
+  const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(h, shift), three);
+  const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i low = shift == 0 ? _mm512_and_si512(ql, nib) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib);
+  return _mm512_or_si512(low, _mm512_slli_epi16(join(h1, h2), 4));
+}
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS::levels
+#endif

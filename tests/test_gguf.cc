@@ -158,8 +158,8 @@ TEST(Gguf, ModelErrorsNameTensorTypeAndKey) {
   SyntheticSpec wide = spec;
   wide.dim = 32;
   wide.ffn = 32;
-  expect_model_error(wide, "tensor 'blk.0.attn_q.weight' has type IQ4_NL (20), which this build cannot load",
-                     set_q_type(20));
+  expect_model_error(wide, "tensor 'blk.0.attn_q.weight' has type Q8_1 (9), which this build cannot load",
+                     set_q_type(9));
   expect_model_error(spec, "tensor 'blk.0.attn_q.weight': Q4_0 (2) stores rows in blocks of 32 values, but a row has 16",
                      set_q_type(2));
   expect_model_error(spec, "tensor 'blk.0.attn_q.weight': type 99 is not a ggml tensor type", set_q_type(99));

@@ -20,7 +20,7 @@ namespace {
 // Byte offsets of the F16 factors inside one block of each type (gguf/quant_blocks.h).
 std::vector<int> factor_offsets(TensorType t) {
   switch (t) {
-    case TensorType::kQ4_0: case TensorType::kQ5_0: case TensorType::kQ8_0: return {0};
+    case TensorType::kQ4_0: case TensorType::kQ5_0: case TensorType::kQ8_0: case TensorType::kIQ4_NL: return {0};
     case TensorType::kQ4_1: case TensorType::kQ5_1: case TensorType::kQ4_K: case TensorType::kQ5_K: return {0, 2};
     case TensorType::kQ2_K: return {80, 82};
     case TensorType::kQ3_K: return {108};
@@ -134,6 +134,7 @@ INSTANTIATE_TEST_SUITE_P(
     Types, HeldMatrix,
     ::testing::Combine(::testing::Values(Case{{TensorType::kF16}, 200}, Case{{TensorType::kBF16}, 72},
                                          Case{{TensorType::kQ4_0}, 576}, Case{{TensorType::kQ4_1}, 96},
+                                         Case{{TensorType::kIQ4_NL}, 896},
                                          Case{{TensorType::kQ5_0}, 160}, Case{{TensorType::kQ5_1}, 64},
                                          Case{{TensorType::kQ8_0}, 1056}, Case{{TensorType::kQ8_0}, 1024},
                                          Case{{TensorType::kQ4_0, TensorType::kQ4_1}, 128}, Case{{TensorType::kQ2_K}, 512},

@@ -7,9 +7,13 @@
 // small-batch path), through an F32 KV cache as the reference used.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "gguf/quant_presets.h"
 #include "kernels/kernel_table.h"
 #include "model/model.h"
+#include "model/synthetic.h"
 #include "logprob_reference.h"
 #include "test_support.h"
 
@@ -75,6 +79,61 @@ TEST(KvCacheTypes, Q8CloseToF16) {
   EXPECT_LE(sum / f16.size(), 0.05);
   EXPECT_LE(std::fabs(diff / f16.size()), 0.02);
   EXPECT_GT(sum, 0.0);  // the q8_0 path really ran
+}
+
+// llama-quantize's fallbacks where a row is not a multiple of 256 (Qwen2-0.5B's 896, say): Q2_K
+// and Q3_K rows become IQ4_NL, Q4_K Q5_0, Q5_K Q5_1, Q6_K Q8_0, and the output Q8_0. On a
+// 128-wide model (FFN 384) every matrix falls back. The IQ4_NL file then runs on every level,
+// and its log-probabilities are nearer the F32 original's than the Q4_0 file's (the same 4.5
+// bits a weight, uniform levels).
+TEST(QuantizerFallbacks, RowsNotAMultipleOf256) {
+  using T = TensorType;
+  SyntheticSpec spec;
+  spec.dim = 128, spec.ffn = 384, spec.heads = 4, spec.kv_heads = 4, spec.layers = 2, spec.vocab = 512;
+  const std::string dir = std::string(KVSERVE_BINARY_DIR) + "/test-fallback-";
+  write_synthetic_llama(spec, dir + "f32.gguf");
+  const std::vector<std::pair<const char*, std::vector<T>>> allowed = {
+      {"Q2_K", {T::kIQ4_NL}}, {"Q3_K_M", {T::kIQ4_NL, T::kQ5_0, T::kQ5_1}}, {"Q4_K_M", {T::kQ5_0, T::kQ8_0}},
+      {"Q5_K_M", {T::kQ5_1, T::kQ8_0}}, {"Q6_K", {T::kQ8_0}}, {"Q4_0", {T::kQ4_0}}};
+  for (const auto& [preset, types] : allowed) {
+    write_synthetic_llama(spec, dir + preset + ".gguf", preset);
+    GgufFile f(dir + preset + ".gguf");
+    std::vector<bool> seen(types.size());
+    for (const GgufTensorInfo& t : f.tensors()) {
+      if (t.dims.size() != 2) continue;
+      if (t.name == "output.weight") {
+        EXPECT_EQ(t.type, T::kQ8_0) << preset;
+        continue;
+      }
+      const auto at = std::find(types.begin(), types.end(), t.type);
+      EXPECT_NE(at, types.end()) << preset << " " << t.name << " " << tensor_type_name(t.type);
+      if (at != types.end()) seen[at - types.begin()] = true;
+    }
+    for (size_t i = 0; i < types.size(); ++i) EXPECT_TRUE(seen[i]) << preset << " wrote no " << tensor_type_name(types[i]);
+  }
+  std::mt19937 rng(9);
+  std::vector<int32_t> tokens(96);
+  for (int32_t& t : tokens) t = 3 + static_cast<int32_t>(rng() % 509);
+  auto logprobs = [&](const std::string& name, KernelLevel level) {
+    GgufFile f(dir + name + ".gguf");
+    ModelLoadOptions opt;
+    opt.kernels = &kernel_table(level);
+    opt.weights.int8_activations = true;
+    auto model = load_model(f, opt);
+    return teacher_forced(*model, tokens, 48);
+  };
+  auto distance = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += std::fabs(a[i] - b[i]);
+    return s / static_cast<double>(a.size());
+  };
+  for (KernelLevel level : supported_levels()) {
+    const std::vector<double> f32 = logprobs("f32", level);
+    const double iq4 = distance(logprobs("Q2_K", level), f32), q4 = distance(logprobs("Q4_0", level), f32);
+    std::printf("%s: from the F32 original, IQ4_NL %.5f, Q4_0 %.5f nats/token\n", level_name(level), iq4, q4);
+    EXPECT_LT(iq4, q4) << level_name(level);
+    EXPECT_GT(iq4, 0.0) << level_name(level);
+  }
 }
 
 // kvserve-quantize against llama-quantize on the same F32 model: the same type for every tensor,

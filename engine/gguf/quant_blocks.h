@@ -33,6 +33,13 @@ struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK];
 };
+// IQ4_NL: Q4_0's layout, but each 4-bit index picks one of 16 non-uniform levels (kIq4nlLevels).
+struct BlockIQ4_NL {
+  uint16_t d;             // F16 scale: value = d·kIq4nlLevels[index]
+  uint8_t qs[kQK / 2];    // index j in the low nibble of byte j, index j+16 in its high nibble
+};
+// The levels of IQ4_NL, denser near zero (ggml-common.h's kvalues_iq4nl).
+inline constexpr int8_t kIq4nlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 struct BlockQ2_K {
   uint8_t scales[kQK_K / 16];  // per 16 values: 4-bit scale (low), 4-bit min (high)
   uint8_t qs[kQK_K / 4];       // 2-bit values
@@ -63,7 +70,7 @@ struct BlockQ6_K {
 };
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 

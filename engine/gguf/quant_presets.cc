@@ -32,7 +32,7 @@ bool is(const QuantPreset& p, const char* name) { return std::string(p.name) == 
 // What a type falls back to when a row's length is not a multiple of its block.
 T fallback(T t) {
   switch (t) {
-    case T::kQ2_K: case T::kQ3_K: return T::kQ4_0;  // llama.cpp: IQ4_NL, which this build does not write
+    case T::kQ2_K: case T::kQ3_K: return T::kIQ4_NL;
     case T::kQ4_K: return T::kQ5_0;
     case T::kQ5_K: return T::kQ5_1;
     case T::kQ6_K: return T::kQ8_0;

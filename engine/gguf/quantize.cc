@@ -335,6 +335,59 @@ void encode_q8_0(const float* x, void* dst, int64_t n) {
   }
 }
 
+namespace {
+// The index of the IQ4_NL level nearest v (the upper one on a tie).
+int nearest_iq4nl(float v) {
+  const int8_t* lv = kIq4nlLevels;
+  if (v <= lv[0]) return 0;
+  if (v >= lv[15]) return 15;
+  int lo = 0, hi = 15;  // lv[lo] < v <= lv[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (v < lv[mid] ? hi : lo) = mid;
+  }
+  return v - lv[lo] < lv[hi] - v ? lo : hi;
+}
+
+// For levels at inverse scale inv (index = nearest level to inv·x): the x²-weighted sums
+// Σ w·q·x and Σ w·q² of the picked levels q.
+void iq4nl_sums(const float* x, float inv, float* sum_qx, float* sum_q2) {
+  float qx = 0, q2 = 0;
+  for (int j = 0; j < kQK; ++j) {
+    const float q = kIq4nlLevels[nearest_iq4nl(inv * x[j])], w = x[j] * x[j];
+    qx += w * q * x[j];
+    q2 += w * q * q;
+  }
+  *sum_qx = qx, *sum_q2 = q2;
+}
+}  // namespace
+
+void encode_iq4_nl(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockIQ4_NL*>(dst);
+  constexpr int kTries = 7;  // inverse scales (kTries·2 + 1 of them) tried around the largest value's
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    const float big = signed_absmax(x, kQK);
+    float d = 0;
+    if (std::fabs(big) >= 1e-15f) {
+      // Start with the largest value on the outermost level; the least-squares scale of those
+      // levels, then of each nearby inverse scale's levels, keeping the one of least error
+      // (largest sum_qx² / sum_q2).
+      float qx, q2;
+      iq4nl_sums(x, -kIq4nlLevels[0] / big, &qx, &q2);
+      d = q2 > 0 ? qx / q2 : 0.0f;
+      float best = d * qx;
+      for (int t = -kTries; t <= kTries; ++t) {
+        iq4nl_sums(x, static_cast<float>(t + kIq4nlLevels[0]) / big, &qx, &q2);
+        if (q2 > 0 && qx * qx > best * q2) d = qx / q2, best = d * qx;
+      }
+    }
+    y[i].d = fp32_to_fp16(d);
+    const float inv = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < kQK / 2; ++j)
+      y[i].qs[j] = static_cast<uint8_t>(nearest_iq4nl(inv * x[j]) | (nearest_iq4nl(inv * x[j + 16]) << 4));
+  }
+}
+
 void encode_q2_k(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ2_K*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {

@@ -50,7 +50,7 @@ constexpr TensorTypeTraits kTypes[] = {
     {TensorType::kIQ2_XS, "IQ2_XS", 256, 74, nullptr, nullptr},
     {TensorType::kIQ3_XXS, "IQ3_XXS", 256, 98, nullptr, nullptr},
     {TensorType::kIQ1_S, "IQ1_S", 256, 50, nullptr, nullptr},
-    {TensorType::kIQ4_NL, "IQ4_NL", 32, 18, nullptr, nullptr},
+    {TensorType::kIQ4_NL, "IQ4_NL", 32, 18, quant::decode_iq4_nl, quant::encode_iq4_nl},
     {TensorType::kIQ3_S, "IQ3_S", 256, 110, nullptr, nullptr},
     {TensorType::kIQ2_S, "IQ2_S", 256, 82, nullptr, nullptr},
     {TensorType::kIQ4_XS, "IQ4_XS", 256, 136, nullptr, nullptr},

@@ -96,6 +96,17 @@ static inline void decode_q8_0(const void* src, float* dst, int64_t n) {
   }
 }
 
+static inline void decode_iq4_nl(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockIQ4_NL*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = half_to_float(b[i].d);
+    for (int j = 0; j < kQK / 2; ++j) {
+      dst[j] = d * static_cast<float>(kIq4nlLevels[b[i].qs[j] & 0xF]);
+      dst[j + kQK / 2] = d * static_cast<float>(kIq4nlLevels[b[i].qs[j] >> 4]);
+    }
+  }
+}
+
 static inline void decode_q2_k(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ2_K*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i) {

@@ -61,6 +61,13 @@ void prep_q4_0_chunk(const uint8_t* row, int64_t c, Prepared& p) {
   p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-8.0f));
 }
 
+void prep_iq4_nl_chunk(const uint8_t* row, int64_t c, Prepared& p) {
+  const auto* b = reinterpret_cast<const quant::BlockIQ4_NL*>(row) + 2 * c;
+  p.q = levels::iq4_nl_pair(b);
+  p.dot_scale = halves(quant::half_to_float(b[0].d), quant::half_to_float(b[1].d));
+  p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-128.0f));
+}
+
 // Q4_K/Q5_K: the chunks of one super-block (4 of 64 values), its scales and mins unpacked once.
 template <bool kFifthBit>
 void prep_k4_block(const uint8_t* block, int first, int n, Prepared* out) {
@@ -139,6 +146,7 @@ PrepFn prep_for(uint32_t type) {
   switch (static_cast<TensorType>(type)) {
     case TensorType::kQ8_0: return prep_each<prep_q8_0_chunk>;
     case TensorType::kQ4_0: return prep_each<prep_q4_0_chunk>;
+    case TensorType::kIQ4_NL: return prep_each<prep_iq4_nl_chunk>;
     case TensorType::kQ4_K: return prep_k4<false>;
     case TensorType::kQ5_K: return prep_k4<true>;
     case TensorType::kQ6_K: return prep_q6_k;

@@ -37,6 +37,15 @@ inline __m512i q4_0_pair(const quant::BlockQ4_0* b) {
   return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
 }
 
+// Two IQ4_NL blocks: Q4_0's nibble order, each index looked up as its level + 128 (unsigned;
+// the offset is 128).
+inline __m512i iq4_nl_pair(const quant::BlockIQ4_NL* b) {
+  const __m512i idx = q4_0_pair(reinterpret_cast<const quant::BlockQ4_0*>(b));
+  const __m128i lv = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)),
+                                   _mm_set1_epi8(static_cast<char>(0x80)));
+  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lv), idx);
+}
+
 // Q4_K/Q5_K's 8 six-bit scales and mins (quant::k_scale_min's layout) as bytes in 32-bit words,
 // so no byte stores meet a vector load: {scales 0-3, scales 4-7, mins 0-3, mins 4-7}.
 inline void k4_scale_words(const uint8_t* scales, uint32_t out[4]) {

@@ -72,6 +72,21 @@ void fast_q4_0(const void* src, float* dst, int64_t n) {
   }
 }
 
+// IQ4_NL: each index's level from a 16-float table in one register, times the scale.
+void fast_iq4_nl(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const quant::BlockIQ4_NL*>(src);
+  alignas(64) float table[16];
+  for (int k = 0; k < 16; ++k) table[k] = static_cast<float>(quant::kIq4nlLevels[k]);
+  const __m512 levels = _mm512_load_ps(table);
+  const __m512i low = _mm512_set1_epi32(0xF);
+  for (int64_t i = 0; i < n / quant::kQK; ++i, dst += quant::kQK) {
+    const __m512 d = _mm512_set1_ps(quant::half_to_float(b[i].d));
+    const __m512i q = bytes16(b[i].qs);
+    _mm512_storeu_ps(dst, _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_and_si512(q, low), levels)));
+    _mm512_storeu_ps(dst + 16, _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), levels)));
+  }
+}
+
 // Q4_K and Q5_K: d·q - m per sub-block of 32.
 inline void scaled_minus(__m512i q, float d, float m, float* dst) {
   _mm512_storeu_ps(dst, _mm512_sub_ps(int_times(q, d), _mm512_set1_ps(m)));
@@ -185,6 +200,7 @@ DecodeFn decoder(uint32_t type) {
   switch (static_cast<TensorType>(type)) {
     case TensorType::kQ8_0: return fast_q8_0;
     case TensorType::kQ4_0: return fast_q4_0;
+    case TensorType::kIQ4_NL: return fast_iq4_nl;
     case TensorType::kQ4_K: return fast_q4_k;
     case TensorType::kQ5_K: return fast_q5_k;
     case TensorType::kQ6_K: return fast_q6_k;
@@ -202,6 +218,7 @@ DecodeFn decoder(uint32_t type) {
     case TensorType::kQ5_0: return quant::decode_q5_0;
     case TensorType::kQ5_1: return quant::decode_q5_1;
     case TensorType::kQ8_0: return quant::decode_q8_0;
+    case TensorType::kIQ4_NL: return quant::decode_iq4_nl;
     case TensorType::kQ2_K: return quant::decode_q2_k;
     case TensorType::kQ3_K: return quant::decode_q3_k;
     case TensorType::kQ4_K: return quant::decode_q4_k;

@@ -116,6 +116,11 @@ void dot_q4_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t 
   dot_pairs<quant::BlockQ4_0, levels::q4_0_pair, 3, M, R>(w, row_bytes, x, n_in, ahead, out);
 }
 
+template <int M, int R>
+void dot_iq4_nl(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_pairs<quant::BlockIQ4_NL, levels::iq4_nl_pair, 7, M, R>(w, row_bytes, x, n_in, ahead, out);
+}
+
 inline float reduce8(__m256 v) {
   const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
@@ -225,11 +230,13 @@ struct TypeDots {
 
 const TypeDots* dots_for(uint32_t type) {
   static const TypeDots q8_0 = KVSERVE_DOTS(dot_q8_0, 64), q4_0 = KVSERVE_DOTS(dot_q4_0, 64),
+                        iq4_nl = KVSERVE_DOTS(dot_iq4_nl, 64),
                         q4_k = KVSERVE_DOTS(dot_q4_k, 256), q5_k = KVSERVE_DOTS(dot_q5_k, 256),
                         q6_k = KVSERVE_DOTS(dot_q6_k, 256);
   switch (static_cast<TensorType>(type)) {
     case TensorType::kQ8_0: return &q8_0;
     case TensorType::kQ4_0: return &q4_0;
+    case TensorType::kIQ4_NL: return &iq4_nl;
     case TensorType::kQ4_K: return &q4_k;
     case TensorType::kQ5_K: return &q5_k;
     case TensorType::kQ6_K: return &q6_k;

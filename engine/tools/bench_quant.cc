@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   for (float& v : w) v = U(rng) * 0.05f;
   std::vector<TensorType> types{TensorType::kF32,  TensorType::kF16,  TensorType::kQ8_0,
                                  TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ4_K,
-                                 TensorType::kQ4_0, TensorType::kQ3_K, TensorType::kQ2_K};
+                                 TensorType::kQ4_0, TensorType::kIQ4_NL, TensorType::kQ3_K, TensorType::kQ2_K};
   if (!type_names.empty()) {
     types.clear();
     for (const std::string& name : type_names) {

@@ -50,20 +50,21 @@ std::vector<uint8_t> random_rows(TensorType t, int64_t rows, int64_t n, std::mt1
 }
 
 struct Case {
-  std::vector<TensorType> parts;  // stacked in order, 48 rows each
+  std::vector<TensorType> parts;  // stacked in order, 45 rows each
   int64_t n_in;
 };
 
 class HeldMatrix : public ::testing::TestWithParam<std::tuple<Case, KernelLevel>> {};
 
-// x rounded as the integer path rounds it (round_activations per block of 32).
-std::vector<float> rounded(const std::vector<float>& x, int64_t rows, int64_t n_in) {
+// x rounded as the integer path rounds it for type t (round_activations per activation_block).
+std::vector<float> rounded(const std::vector<float>& x, int64_t rows, int64_t n_in, TensorType t) {
+  const int n = activation_block(static_cast<uint32_t>(t));
   std::vector<float> out(x.size());
-  int8_t q[32];
+  std::vector<int8_t> q(n);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < n_in / 32; ++b) {
-      const float d = round_activations(x.data() + r * n_in + 32 * b, q);
-      for (int i = 0; i < 32; ++i) out[r * n_in + 32 * b + i] = d * q[i];
+    for (int64_t b = 0; b < n_in / n; ++b) {
+      const float d = round_activations(x.data() + r * n_in + n * b, q.data(), n);
+      for (int i = 0; i < n; ++i) out[r * n_in + n * b + i] = d * q[i];
     }
   return out;
 }
@@ -83,7 +84,7 @@ TEST_P(HeldMatrix, IntegerPathMatchesTheDefinitionOnRoundedActivations) {
 void check(const Case& c, KernelLevel level, bool int8) {
   ComputeContext ctx(kernel_table(level));
   std::mt19937 rng(5);
-  const int64_t rows_per_part = 48, n_in = c.n_in;
+  const int64_t rows_per_part = 45, n_in = c.n_in;  // not a multiple of any kernel's row group
   std::vector<std::vector<uint8_t>> storage;
   std::vector<HeldRows> parts;
   std::vector<float> w;  // the definition: every row decoded, [n_out, n_in]
@@ -108,10 +109,12 @@ void check(const Case& c, KernelLevel level, bool int8) {
     for (bool accumulate : {false, true}) {
       std::vector<float> y = base;
       m.forward(x.data(), rows, y.data(), accumulate);
-      const std::vector<float> xq = rounded(x, rows, n_in);
+      std::vector<std::vector<float>> xq;  // per part
+      for (TensorType t : c.parts) xq.push_back(rounded(x, rows, n_in, t));
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < n_out; ++o) {
-          const std::vector<float>& xr = part_int8[o / rows_per_part] && rows <= kSmallBatchRows ? xq : x;
+          const int64_t part = o / rows_per_part;
+          const std::vector<float>& xr = part_int8[part] && rows <= kSmallBatchRows ? xq[part] : x;
           double ref = accumulate ? base[r * n_out + o] : 0.0, mag = 0.0;
           for (int64_t i = 0; i < n_in; ++i) {
             ref += double(xr[r * n_in + i]) * w[o * n_in + i];

@@ -68,73 +68,6 @@ void prep_iq4_nl_chunk(const uint8_t* row, int64_t c, Prepared& p) {
   p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-128.0f));
 }
 
-// Q4_K/Q5_K: the chunks of one super-block (4 of 64 values), its scales and mins unpacked once.
-template <bool kFifthBit>
-void prep_k4_block(const uint8_t* block, int first, int n, Prepared* out) {
-  const uint8_t *scales, *qs, *qh = nullptr;
-  uint16_t d16, dmin16;
-  if constexpr (kFifthBit) {
-    const auto* b = reinterpret_cast<const quant::BlockQ5_K*>(block);
-    scales = b->scales, qs = b->qs, qh = b->qh, d16 = b->d, dmin16 = b->dmin;
-  } else {
-    const auto* b = reinterpret_cast<const quant::BlockQ4_K*>(block);
-    scales = b->scales, qs = b->qs, d16 = b->d, dmin16 = b->dmin;
-  }
-  const float d = quant::half_to_float(d16), dmin = quant::half_to_float(dmin16);
-  uint32_t w[4];
-  levels::k4_scale_words(scales, w);
-  const __m128i bytes = _mm_setr_epi32(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]),
-                                       static_cast<int>(w[3]));
-  // [d·scale_0..7, -dmin·min_0..7], each chunk's lanes picked from it by index.
-  const __m512 factors = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), halves(d, -dmin));
-  __m256i h = _mm256_setzero_si256();
-  if constexpr (kFifthBit) h = levels::load32(qh);
-  for (int j = first; j < first + n; ++j) {
-    Prepared& p = out[j - first];
-    p.q = levels::k4_chunk<kFifthBit>(qs, h, j);
-    const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
-    p.dot_scale = _mm512_permutexvar_ps(pick, factors);
-    p.sum_scale = _mm512_permutexvar_ps(_mm512_add_epi32(pick, _mm512_set1_epi32(8)), factors);
-  }
-}
-
-template <bool kFifthBit>
-void prep_k4(const uint8_t* row, int64_t c0, int n, Prepared* out) {
-  const size_t block_bytes = kFifthBit ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
-  for (int done = 0; done < n;) {
-    const int64_t c = c0 + done;
-    const int first = static_cast<int>(c % 4), take = std::min(4 - first, n - done);
-    prep_k4_block<kFifthBit>(row + (c / 4) * block_bytes, first, take, out + done);
-    done += take;
-  }
-}
-
-// Q6_K: the chunks of one super-block, its 16 scales converted once.
-void prep_q6_k_block(const uint8_t* block, int first, int n, Prepared* out) {
-  const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(block);
-  const __m512 scales = _mm512_mul_ps(
-      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))),
-      _mm512_set1_ps(quant::half_to_float(b->d)));
-  for (int j = first; j < first + n; ++j) {
-    Prepared& p = out[j - first];
-    p.q = levels::q6_k_chunk(b, j);
-    // A scale per 16 values (4 lanes): scales[4j + 0..3].
-    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * j),
-                                         _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
-    p.dot_scale = _mm512_permutexvar_ps(idx, scales);
-    p.sum_scale = _mm512_mul_ps(p.dot_scale, _mm512_set1_ps(-32.0f));
-  }
-}
-
-void prep_q6_k(const uint8_t* row, int64_t c0, int n, Prepared* out) {
-  for (int done = 0; done < n;) {
-    const int64_t c = c0 + done;
-    const int first = static_cast<int>(c % 4), take = std::min(4 - first, n - done);
-    prep_q6_k_block(row + (c / 4) * sizeof(quant::BlockQ6_K), first, take, out + done);
-    done += take;
-  }
-}
-
 // Chunks c0..c0+n-1 of one row into out[0..n).
 using PrepFn = void (*)(const uint8_t* row, int64_t c0, int n, Prepared* out);
 template <void (*Chunk)(const uint8_t*, int64_t, Prepared&)>
@@ -147,9 +80,6 @@ PrepFn prep_for(uint32_t type) {
     case TensorType::kQ8_0: return prep_each<prep_q8_0_chunk>;
     case TensorType::kQ4_0: return prep_each<prep_q4_0_chunk>;
     case TensorType::kIQ4_NL: return prep_each<prep_iq4_nl_chunk>;
-    case TensorType::kQ4_K: return prep_k4<false>;
-    case TensorType::kQ5_K: return prep_k4<true>;
-    case TensorType::kQ6_K: return prep_q6_k;
     default: return nullptr;
   }
 }
@@ -212,9 +142,15 @@ void slab_dot(const Prepared* w, int chunks, const int8_t* xq, const float* xs, 
 
 }  // namespace
 
-bool int8_path_applies(uint32_t type, int64_t n_in) { return cpu_has_vnni() && prep_for(type) && n_in % 64 == 0; }
+bool int8_path_applies(uint32_t type, int64_t n_in) {
+  return cpu_has_vnni() && (prep_for(type) || kquant_int8_applies(type)) && n_in % 64 == 0;
+}
 
 void quant_matmul_int8(const QuantMatmulArgs& a) {
+  if (kquant_int8_applies(a.type)) {
+    quant_matmul_kquant_int8(a);
+    return;
+  }
   if (a.m <= kMatvecMaxRows && int8_matvec_applies(a.type, a.n_in)) {
     quant_matvec_int8(a);
     return;

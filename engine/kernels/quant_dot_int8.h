@@ -1,26 +1,35 @@
-// The integer path of the quantized matmul: activations rounded to 8 bits per block of 32 (one
-// float scale each, as llama.cpp's Q8_0 activations), multiplied with the weights' integer
-// levels by AVX-512 VNNI (vpdpbusd), 64 values an instruction, the block scales applied in float.
-// For decode-sized batches on Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights: there decoding to float
-// costs more than streaming the weights, and this path does not decode.
+// The integer path of the quantized matmul: activations rounded to 8 bits per block (32 values
+// with one float scale for Q8_0, Q4_0 and IQ4_NL, as llama.cpp's Q8_0 activations; 256 for the K
+// types, as its Q8_K), multiplied with the weights' integer levels by AVX-512 VNNI, the scales
+// applied in float per block. For decode-sized batches on Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and
+// Q6_K weights: there decoding to float costs more than streaming the weights, and this path
+// does not decode.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "gguf/tensor_types.h"
 #include "kernels/kernel_level.h"
 #include "kernels/quant_matmul.h"
 
 namespace kvserve {
 
-// One block of 32 activations as the integer path rounds them (the scalar definition the tests
-// multiply with): d = max |x| / 127, q = round-half-even(x / d). x: [32]; q: [32]. Returns d.
-inline float round_activations(const float* x, int8_t* q) {
+// One block of n activations as the integer path rounds them (the scalar definition the tests
+// multiply with): d = max |x| / 127, q = round-half-even(x / d). x: [n]; q: [n]. Returns d.
+inline float round_activations(const float* x, int8_t* q, int n = 32) {
   float amax = 0.0f;
-  for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
   const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
-  for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
+  for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
   return d;
+}
+
+// The activations' block on the integer path: 256 for the K types (as llama.cpp's Q8_K, so a
+// super-block's integer products meet one float scale), 32 for the others (as its Q8_0).
+inline int activation_block(uint32_t type) {
+  const auto t = static_cast<TensorType>(type);
+  return t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K ? 256 : 32;
 }
 
 // Up to this many activation rows take the fused kernel (quant_matvec_int8) where it applies.
@@ -38,12 +47,17 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 bool int8_path_applies(uint32_t type, int64_t n_in);
 // a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
 void quant_matmul_int8(const QuantMatmulArgs& a);
-// Up to kMatvecMaxRows activation rows (decoding one to four streams) on Q8_0, Q4_0, Q4_K, Q5_K
-// or Q6_K weights: the same rounding and integer products, fused so that nothing is staged in
+// Up to kMatvecMaxRows activation rows (decoding one to four streams) on Q8_0, Q4_0 or IQ4_NL
+// weights: the same rounding and integer products, fused so that nothing is staged in
 // memory between reading a weight and multiplying it (kernels/quant_matvec_int8.cc).
 // quant_matmul_int8 takes it where it applies.
 bool int8_matvec_applies(uint32_t type, int64_t n_in);
 void quant_matvec_int8(const QuantMatmulArgs& a);
+// Q4_K, Q5_K and Q6_K at every batch height: activations rounded per super-block of 256
+// (round_activations over 256 values), integer sub-block scales (kernels/quant_kdot_int8.cc).
+// quant_matmul_int8 takes it where it applies.
+bool kquant_int8_applies(uint32_t type);
+void quant_matmul_kquant_int8(const QuantMatmulArgs& a);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif

@@ -1,7 +1,8 @@
-// The integer paths' shared pieces (kernels/quant_dot_int8.cc, the staged path for 5-64 rows, and
-// kernels/quant_matvec_int8.cc, the fused one for 1-4): rounding a block of activations, and each
-// block type's levels for 64 values as unsigned bytes in the activations' order, ready for
-// vpdpbusd. Included inside a kernel level's target region (AVX-512 with VNNI) by both.
+// The integer paths' shared pieces (kernels/quant_dot_int8.cc, the staged path for 5-64 rows,
+// kernels/quant_matvec_int8.cc, the fused one for 1-4, and kernels/quant_kdot_int8.cc, the K
+// types'): rounding a block of activations, each 32-value block type's levels for 64 values as
+// unsigned bytes in the activations' order, ready for vpdpbusd, and the K types' packed scales.
+// Included inside a kernel level's target region (AVX-512 with VNNI) by each.
 #pragma once
 
 #if KVSERVE_HAS_AVX512
@@ -55,33 +56,6 @@ inline void k4_scale_words(const uint8_t* scales, uint32_t out[4]) {
   out[1] = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4);
   out[2] = a[1] & 0x3f3f3f3f;
   out[3] = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
-}
-
-// Chunk j (0-3) of a Q4_K super-block, or of a Q5_K one with its fifth bits h (the block's qh):
-// sub-blocks 2j and 2j+1.
-template <bool kFifthBit>
-inline __m512i k4_chunk(const uint8_t* qs, __m256i h, int j) {
-  const __m256i nib = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  const __m256i raw = load32(qs + 32 * j);
-  __m256i lo = _mm256_and_si256(raw, nib), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
-  if constexpr (kFifthBit) {
-    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4));
-    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4));
-  }
-  return join(lo, hi);
-}
-
-// Chunk j (0-3) of a Q6_K super-block (offset 32): half j / 2; part 0 is [q1, q2] (low nibbles,
-// qh bits 0-1 and 2-3), part 1 [q3, q4] (high nibbles, bits 4-5 and 6-7).
-inline __m512i q6_k_chunk(const quant::BlockQ6_K* b, int j) {
-  const int half = j / 2, shift = 4 * (j % 2);
-  const __m512i ql = load64(b->ql + 64 * half);
-  const __m256i h = load32(b->qh + 32 * half), three = _mm256_set1_epi8(3);
-  const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(h, shift), three);
-  const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(h, shift + 2), three);
-  const __m512i nib = _mm512_set1_epi8(0x0F);
-  const __m512i low = shift == 0 ? _mm512_and_si512(ql, nib) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib);
-  return _mm512_or_si512(low, _mm512_slli_epi16(join(h1, h2), 4));
 }
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS::levels

@@ -36,27 +36,20 @@ struct RoundedRow {
   const int8_t* q;         // [n_in] levels
   const float* d;          // [n_in / 32] block scales
   const int32_t* lanes;    // [n_in / 4] sums of each 4 levels (one vpdpbusd lane)
-  const float* d_sum;      // [n_in / 32] block scale x sum of the block's levels
 };
 
 RoundedRow round_row(const float* x, int64_t n_in, void* scratch) {
   auto* q = static_cast<int8_t*>(scratch);
   auto* lanes = reinterpret_cast<int32_t*>(q + (n_in + 63) / 64 * 64);
   auto* d = reinterpret_cast<float*>(lanes + n_in / 4);
-  float* d_sum = d + n_in / 32;
   const __m256i ones = _mm256_set1_epi8(1);
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    const float db = levels::round_block32(x + 32 * b, q + 32 * b);
+    d[b] = levels::round_block32(x + 32 * b, q + 32 * b);
     const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones,
                                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 8 * b), sums);
-    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-    const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, _MM_SHUFFLE(2, 3, 0, 1))));
-    d[b] = db;
-    d_sum[b] = db * static_cast<float>(total);
   }
-  return {q, d, lanes, d_sum};
+  return {q, d, lanes};
 }
 
 // Two blocks' F16 scales as floats in lanes 0 and 1.
@@ -121,101 +114,6 @@ void dot_iq4_nl(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_
   dot_pairs<quant::BlockIQ4_NL, levels::iq4_nl_pair, 7, M, R>(w, row_bytes, x, n_in, ahead, out);
 }
 
-inline float reduce8(__m256 v) {
-  const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
-  return _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)));
-}
-
-// Q4_K and Q5_K: value = d·scale·q - dmin·min per 32 values (Q5_K's fifth bit from qh); the
-// minimums' part is the activations' block sums times dmin·min, gathered 8 sub-blocks at a time.
-template <bool kFifthBit, int M, int R>
-void dot_k4(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
-  using Block = std::conditional_t<kFifthBit, quant::BlockQ5_K, quant::BlockQ4_K>;
-  __m512 acc[M][R];
-  __m256 acc_min[M][R];
-  for (int m = 0; m < M; ++m)
-    for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps(), acc_min[m][g] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < n_in / 256; ++k) {
-    ahead.at(k);
-    for (int g = 0; g < R; ++g) {
-      const auto* b = reinterpret_cast<const Block*>(w + g * row_bytes) + k;
-      uint32_t sw[4], dd;
-      levels::k4_scale_words(b->scales, sw);
-      std::memcpy(&dd, &b->d, 4);  // d, dmin
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));
-      const __m256 sc = _mm256_mul_ps(
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sw[1]), static_cast<int>(sw[0])))),
-          _mm256_broadcastss_ps(dm));
-      const __m256 mn = _mm256_mul_ps(
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(sw[3]), static_cast<int>(sw[2])))),
-          _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
-      __m512 s8[M];
-      for (int m = 0; m < M; ++m) {
-        acc_min[m][g] = _mm256_fmadd_ps(mn, _mm256_loadu_ps(x[m].d_sum + 8 * k), acc_min[m][g]);
-        s8[m] = _mm512_castps256_ps512(_mm256_mul_ps(sc, _mm256_loadu_ps(x[m].d + 8 * k)));
-      }
-      __m256i h = _mm256_setzero_si256();
-      if constexpr (kFifthBit) h = load32(b->qh);
-      for (int j = 0; j < 4; ++j) {
-        const __m512i q = levels::k4_chunk<kFifthBit>(b->qs, h, j);
-        const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1);
-        for (int m = 0; m < M; ++m) {
-          const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 256 * k + 64 * j));
-          acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s8[m]), acc[m][g]);
-        }
-      }
-    }
-  }
-  for (int m = 0; m < M; ++m)
-    for (int g = 0; g < R; ++g) out[m * R + g] = _mm512_reduce_add_ps(acc[m][g]) - reduce8(acc_min[m][g]);
-}
-template <int M, int R>
-void dot_q4_k(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
-  dot_k4<false, M, R>(w, row_bytes, x, n_in, ahead, out);
-}
-template <int M, int R>
-void dot_q5_k(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
-  dot_k4<true, M, R>(w, row_bytes, x, n_in, ahead, out);
-}
-
-// Q6_K: value = d·scale·(q - 32), a scale per 16 values.
-template <int M, int R>
-void dot_q6_k(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
-  __m512 acc[M][R];
-  for (int m = 0; m < M; ++m)
-    for (int g = 0; g < R; ++g) acc[m][g] = _mm512_setzero_ps();
-  const __m512i halves = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  for (int64_t k = 0; k < n_in / 256; ++k) {
-    ahead.at(k);
-    // The activations' scale of each 16 values' block.
-    __m512 xd16[M];
-    for (int m = 0; m < M; ++m)
-      xd16[m] = _mm512_permutexvar_ps(halves, _mm512_castps256_ps512(_mm256_loadu_ps(x[m].d + 8 * k)));
-    for (int g = 0; g < R; ++g) {
-      const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(w + g * row_bytes) + k;
-      const __m512 scales = _mm512_mul_ps(
-          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))),
-          _mm512_set1_ps(quant::half_to_float(b->d)));
-      __m512 s16[M];
-      for (int m = 0; m < M; ++m) s16[m] = _mm512_mul_ps(scales, xd16[m]);
-      for (int j = 0; j < 4; ++j) {
-        const __m512i q = levels::q6_k_chunk(b, j);
-        const __m512i pick = _mm512_add_epi32(_mm512_set1_epi32(4 * j),
-                                              _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
-        for (int m = 0; m < M; ++m) {
-          const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 64 * k + 16 * j), 5);  // 32 x lane sum
-          const __m512i dot =
-              _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 256 * k + 64 * j)), offset);
-          acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(pick, s16[m]), acc[m][g]);
-        }
-      }
-    }
-  }
-  for (int m = 0; m < M; ++m)
-    for (int g = 0; g < R; ++g) out[m * R + g] = _mm512_reduce_add_ps(acc[m][g]);
-}
-
 constexpr int kRows = 4;             // weight rows sharing each load of the activations
 constexpr int kActivationRows = 2;   // activation rows sharing each unpacked weight
 constexpr int64_t kAheadGroups = 2;  // prefetch distance, in groups of rows
@@ -230,16 +128,11 @@ struct TypeDots {
 
 const TypeDots* dots_for(uint32_t type) {
   static const TypeDots q8_0 = KVSERVE_DOTS(dot_q8_0, 64), q4_0 = KVSERVE_DOTS(dot_q4_0, 64),
-                        iq4_nl = KVSERVE_DOTS(dot_iq4_nl, 64),
-                        q4_k = KVSERVE_DOTS(dot_q4_k, 256), q5_k = KVSERVE_DOTS(dot_q5_k, 256),
-                        q6_k = KVSERVE_DOTS(dot_q6_k, 256);
+                        iq4_nl = KVSERVE_DOTS(dot_iq4_nl, 64);
   switch (static_cast<TensorType>(type)) {
     case TensorType::kQ8_0: return &q8_0;
     case TensorType::kQ4_0: return &q4_0;
     case TensorType::kIQ4_NL: return &iq4_nl;
-    case TensorType::kQ4_K: return &q4_k;
-    case TensorType::kQ5_K: return &q5_k;
-    case TensorType::kQ6_K: return &q6_k;
     default: return nullptr;
   }
 }

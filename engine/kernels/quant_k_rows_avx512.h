@@ -1,0 +1,95 @@
+// The K types' activation rows for the integer path (kernels/quant_kdot_int8.cc, 1-4 rows, and
+// kernels/quant_kgemm_int8.cc, 5-64): each row rounded per super-block of 256 with one float
+// scale, as round_activations(x, q, 256) defines, and the sums of its levels that the
+// minimums and offsets need; each type's levels in that order. Included inside a kernel level's
+// target region (after quant_levels_avx512.h) by both.
+#pragma once
+
+#if KVSERVE_HAS_AVX512
+namespace kvserve::KVSERVE_KERNEL_NS::krows {
+
+enum class Kind { kQ4K, kQ5K, kQ6K };
+
+inline Kind kind_of(uint32_t type) {
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kQ4_K: return Kind::kQ4K;
+    case TensorType::kQ5_K: return Kind::kQ5K;
+    default: return Kind::kQ6K;
+  }
+}
+
+// Q4_K/Q5_K store sub-blocks 2j and 2j+1 as the low and high nibbles of the same 32 bytes, so
+// 64 bytes hold sub-blocks {0, 2} (low) and {1, 3} (high): the activations of those types are
+// kept in that order, sub-blocks 0, 2, 1, 3, 4, 6, 5, 7 (the order is its own inverse).
+constexpr int kK4Order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+
+// One activation row rounded per super-block.
+struct KRow {
+  const int8_t* q;         // [n_in] levels, in the weight type's order
+  const float* d;          // [n_in / 256] scales
+  const int16_t* sums16;   // [n_in / 16] sums of each 16 levels, natural order
+  const int16_t* sums32;   // [n_in / 32] sums of each 32 levels, natural order
+};
+
+inline int64_t row_stride(int64_t n_in) { return (n_in + n_in / 256 * 4 + n_in / 16 * 2 + n_in / 32 * 2 + 63) / 64 * 64; }
+
+inline KRow round_row_k(const float* x, int64_t n_in, Kind kind, uint8_t* scratch) {
+  auto* q = reinterpret_cast<int8_t*>(scratch);
+  auto* d = reinterpret_cast<float*>(scratch + n_in);
+  auto* s16 = reinterpret_cast<int16_t*>(d + n_in / 256);
+  int16_t* s32 = s16 + n_in / 16;
+  for (int64_t k = 0; k < n_in / 256; ++k) {
+    const float* xb = x + 256 * k;
+    __m512 amax = _mm512_setzero_ps();
+    for (int i = 0; i < 16; ++i) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)));
+    const float dk = _mm512_reduce_max_ps(amax) / 127.0f, id = dk > 0.0f ? 1.0f / dk : 0.0f;
+    d[k] = dk;
+    for (int i = 0; i < 16; ++i) {
+      const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * i), _mm512_set1_ps(id)));
+      const int sub = i / 2, at = kind == Kind::kQ6K ? sub : kK4Order[sub];
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * k + 32 * at + 16 * (i % 2)), _mm512_cvtsepi32_epi8(v));
+      s16[16 * k + i] = static_cast<int16_t>(_mm512_reduce_add_epi32(v));
+    }
+    for (int j = 0; j < 8; ++j) s32[8 * k + j] = static_cast<int16_t>(s16[16 * k + 2 * j] + s16[16 * k + 2 * j + 1]);
+  }
+  return {q, d, s16, s32};
+}
+
+// Levels c (64 of them, activations' order: chunk c) of one super-block of one row.
+template <Kind kKind>
+inline __m512i levels_of(const uint8_t* block, int c) {
+  using levels::load32;
+  using levels::load64;
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  if constexpr (kKind == Kind::kQ6K) {
+    const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(block);
+    const int n = c / 2;
+    const __m512i l = load64(b->ql + 64 * n), h = _mm512_broadcast_i64x4(load32(b->qh + 32 * n));
+    // Low nibbles with qh bits 0-1 and 2-3, or high nibbles with bits 4-5 and 6-7.
+    const __m512i shift = c % 2 == 0 ? _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1)
+                                     : _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    const __m512i low = c % 2 == 0 ? _mm512_and_si512(l, nib) : _mm512_and_si512(_mm512_srli_epi16(l, 4), nib);
+    return _mm512_or_si512(low, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, shift), _mm512_set1_epi8(3)), 4));
+  } else {
+    const uint8_t* qs = block + (kKind == Kind::kQ5K ? offsetof(quant::BlockQ5_K, qs) : offsetof(quant::BlockQ4_K, qs));
+    const __m512i raw = load64(qs + 64 * (c / 2));
+    __m512i q = c % 2 == 0 ? _mm512_and_si512(raw, nib) : _mm512_and_si512(_mm512_srli_epi16(raw, 4), nib);
+    if constexpr (kKind == Kind::kQ5K) {
+      // Bit t of qh[l] is the fifth bit of value 32t + l; chunk c holds sub-blocks kK4Order[2c], [2c+1].
+      const __m512i h = _mm512_broadcast_i64x4(load32(block + offsetof(quant::BlockQ5_K, qh)));
+      const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(kK4Order[2 * c])),
+                                               _mm256_set1_epi16(static_cast<int16_t>(kK4Order[2 * c + 1])), 1);
+      q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, shift), _mm512_set1_epi8(1)), 4));
+    }
+    return q;
+  }
+}
+
+// 5-64 activation rows x[0..a.m) (rounded by round_row_k for the matrix's type) times the
+// matrix, into a.y (kernels/quant_kgemm_int8.cc).
+void kgemm_q4_k(const QuantMatmulArgs& a, const KRow* x);
+void kgemm_q5_k(const QuantMatmulArgs& a, const KRow* x);
+void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x);
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS::krows
+#endif

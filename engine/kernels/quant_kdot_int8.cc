@@ -1,0 +1,209 @@
+// The integer path of the K types (Q4_K, Q5_K, Q6_K) at every decode-sized batch: activations
+// rounded to 8 bits per super-block of 256 (one float scale, as llama.cpp's Q8_K), each 64
+// levels times 64 activations by vpmaddubsw and times the integer sub-block scales by vpdpwssd,
+// so that a super-block's products stay in integers and meet a float once. One to four
+// activation rows read the weights straight from memory (fused, here); more rows take the panel
+// kernel of kernels/quant_kgemm_int8.cc.
+#include "kernels/quant_dot_int8.h"
+
+// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+#include "gguf/tensor_types.h"
+#include "kernels/small_batch_matmul.h"
+
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+KVSERVE_KERNEL_TARGET_BEGIN
+#include "kernels/quant_decode.h"
+
+#if KVSERVE_HAS_AVX512
+_Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
+#endif
+#include "kernels/quant_levels_avx512.h"
+#include "kernels/quant_k_rows_avx512.h"
+
+namespace kvserve::KVSERVE_KERNEL_NS {
+
+#if KVSERVE_HAS_AVX512
+namespace {
+
+using levels::load32;
+using levels::load64;
+using krows::Kind;
+using krows::KRow;
+using krows::kK4Order;
+using krows::kgemm_q4_k;
+using krows::kgemm_q5_k;
+using krows::kgemm_q6_k;
+
+// Word indices that spread 8 (or 16) int16 scales over a 64-level chunk's 32 int16 lanes.
+inline __m512i spread2(int a, int b) {  // lanes 0-15 scale a, 16-31 scale b
+  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)), _mm256_set1_epi16(static_cast<int16_t>(b)), 1);
+}
+inline __m512i spread4(int c) {  // Q6_K chunk c: 8 lanes each of scales 4c..4c+3
+  const __m256i lo = _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(4 * c)), _mm_set1_epi16(static_cast<int16_t>(4 * c + 1)));
+  const __m256i hi = _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(4 * c + 2)), _mm_set1_epi16(static_cast<int16_t>(4 * c + 3)));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// One super-block of one weight row, unpacked: per chunk of 64 its levels (unsigned, in the
+// activations' order) and its int16 scale per lane pair; the factors of the float parts.
+struct alignas(64) KBlock {
+  __m512i q[4];
+  __m512i s[4];
+  __m128i mins;  // Q4_K/Q5_K: the 8 sub-block minimums (int16), natural order
+  __m256i sc16;  // Q6_K: the 16 scales (int16), for the levels' offset of 32
+  float d, dmin;
+};
+
+template <Kind kKind>
+inline void unpack(const uint8_t* block, KBlock& out) {
+  for (int c = 0; c < 4; ++c) out.q[c] = krows::levels_of<kKind>(block, c);
+  if constexpr (kKind == Kind::kQ6K) {
+    const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(block);
+    out.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+    const __m512i sc = _mm512_castsi256_si512(out.sc16);
+    for (int c = 0; c < 4; ++c) out.s[c] = _mm512_permutexvar_epi16(spread4(c), sc);
+    out.d = quant::half_to_float(b->d);
+  } else {
+    using Block = std::conditional_t<kKind == Kind::kQ5K, quant::BlockQ5_K, quant::BlockQ4_K>;
+    const auto* b = reinterpret_cast<const Block*>(block);
+    uint32_t sw[4];
+    levels::k4_scale_words(b->scales, sw);
+    const __m512i sc = _mm512_castsi128_si512(
+        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sw[1]), static_cast<int>(sw[0]))));
+    out.mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sw[3]), static_cast<int>(sw[2])));
+    for (int c = 0; c < 4; ++c) out.s[c] = _mm512_permutexvar_epi16(spread2(kK4Order[2 * c], kK4Order[2 * c + 1]), sc);
+    out.d = quant::half_to_float(b->d);
+    out.dmin = quant::half_to_float(b->dmin);
+  }
+}
+
+// acc (16 lanes) += d_w·d_x · (Σ levels·activations·scales [- 32·Σ scales·sums16 for Q6_K]);
+// acc_min (4 lanes) += dmin·d_x · Σ mins·sums32 (Q4_K/Q5_K).
+template <Kind kKind>
+inline void block_dot(const KBlock& w, const KRow& x, int64_t k, __m512& acc, __m128& acc_min) {
+  const int8_t* xq = x.q + 256 * k;
+  __m512i dot = _mm512_setzero_si512();
+  for (int c = 0; c < 4; ++c) dot = _mm512_dpwssd_epi32(dot, _mm512_maddubs_epi16(w.q[c], load64(xq + 64 * c)), w.s[c]);
+  const float dx = x.d[k];
+  if constexpr (kKind == Kind::kQ6K) {
+    const __m256i off = _mm256_madd_epi16(w.sc16, load32(x.sums16 + 16 * k));  // Σ scale·sum16, 8 lanes
+    dot = _mm512_sub_epi32(dot, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_slli_epi32(off, 5), 0));
+  } else {
+    const __m128i m = _mm_madd_epi16(w.mins, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.sums32 + 8 * k)));
+    acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(w.dmin * dx), acc_min);
+  }
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(w.d * dx), acc);
+}
+
+inline float reduce4(__m128 v) {
+  const __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+constexpr int kRows = 4;             // weight rows per group
+constexpr int kPair = 2;             // activation rows per pass
+constexpr int64_t kAheadGroups = 2;  // fused path's prefetch distance, in groups
+
+// The fused path: up to kPair activation rows times a group of `rows` weight rows over the whole
+// row, each super-block unpacked once for the rows; the group kAheadGroups ahead prefetched
+// evenly over the steps.
+template <Kind kKind, int M>
+void fused_group(const uint8_t* w, int64_t row_bytes, int rows, const KRow* x, int64_t n_in, const char* ahead,
+                 int64_t ahead_per_block, float* out) {
+  constexpr int64_t kBlockBytes = kKind == Kind::kQ6K ? sizeof(quant::BlockQ6_K)
+                                  : kKind == Kind::kQ5K ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
+  __m512 acc[M][kRows];
+  __m128 acc_min[M][kRows];
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < kRows; ++g) acc[m][g] = _mm512_setzero_ps(), acc_min[m][g] = _mm_setzero_ps();
+  for (int64_t k = 0; k < n_in / 256; ++k) {
+    if (ahead)
+      for (int64_t off = k * ahead_per_block; off < (k + 1) * ahead_per_block; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    for (int g = 0; g < rows; ++g) {
+      KBlock b;
+      unpack<kKind>(w + g * row_bytes + k * kBlockBytes, b);
+      for (int m = 0; m < M; ++m) block_dot<kKind>(b, x[m], k, acc[m][g], acc_min[m][g]);
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < rows; ++g) out[m * kRows + g] = _mm512_reduce_add_ps(acc[m][g]) - reduce4(acc_min[m][g]);
+}
+
+template <Kind kKind>
+void fused(const QuantMatmulArgs& a, const KRow* x) {
+  const int64_t groups = (a.n_out + kRows - 1) / kRows, blocks = a.n_in / 256, group_bytes = kRows * a.row_bytes;
+  const int64_t per_block = ((group_bytes + blocks - 1) / blocks + 63) / 64 * 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t grp = 0; grp < groups; ++grp) {
+    const int64_t j0 = grp * kRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kRows, a.n_out - j0));
+    const char* ahead =
+        grp + kAheadGroups < groups ? reinterpret_cast<const char*>(a.w + (grp + kAheadGroups) * group_bytes) : nullptr;
+    for (int64_t r0 = 0; r0 < a.m; r0 += kPair) {
+      float out[kPair * kRows];
+      const uint8_t* w = a.w + j0 * a.row_bytes;
+      if (a.m - r0 >= 2)
+        fused_group<kKind, 2>(w, a.row_bytes, rows, x + r0, a.n_in, r0 == 0 ? ahead : nullptr, per_block, out);
+      else
+        fused_group<kKind, 1>(w, a.row_bytes, rows, x + r0, a.n_in, r0 == 0 ? ahead : nullptr, per_block, out);
+      for (int m = 0; m < std::min<int64_t>(kPair, a.m - r0); ++m) {
+        float* y = a.y + (r0 + m) * a.ldy + j0;
+        for (int g = 0; g < rows; ++g) y[g] = a.accumulate ? y[g] + out[m * kRows + g] : out[m * kRows + g];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool kquant_int8_applies(uint32_t type) {
+  const auto t = static_cast<TensorType>(type);
+  return t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K;
+}
+
+void quant_matmul_kquant_int8(const QuantMatmulArgs& a) {
+  if (a.m > kSmallBatchRows) {  // the weight matrices never ask this; a direct caller may
+    for (int64_t r0 = 0; r0 < a.m; r0 += kSmallBatchRows) {
+      QuantMatmulArgs part = a;
+      part.x = a.x + r0 * a.n_in, part.y = a.y + r0 * a.ldy, part.m = std::min(kSmallBatchRows, a.m - r0);
+      quant_matmul_kquant_int8(part);
+    }
+    return;
+  }
+  const Kind kind = krows::kind_of(a.type);
+  KRow x[kSmallBatchRows];
+  const int64_t stride = krows::row_stride(a.n_in);
+#pragma omp parallel for schedule(static) if (a.m > 4)
+  for (int64_t r = 0; r < a.m; ++r)
+    x[r] = krows::round_row_k(a.x + r * a.n_in, a.n_in, kind, static_cast<uint8_t*>(a.scratch) + r * stride);
+  const bool few = a.m <= kMatvecMaxRows;
+  switch (kind) {
+    case Kind::kQ4K: few ? fused<Kind::kQ4K>(a, x) : kgemm_q4_k(a, x); break;
+    case Kind::kQ5K: few ? fused<Kind::kQ5K>(a, x) : kgemm_q5_k(a, x); break;
+    case Kind::kQ6K: few ? fused<Kind::kQ6K>(a, x) : kgemm_q6_k(a, x); break;
+  }
+}
+
+#else   // levels without AVX-512: the float path always
+bool kquant_int8_applies(uint32_t) { return false; }
+void quant_matmul_kquant_int8(const QuantMatmulArgs&) {}
+#endif
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+
+#if KVSERVE_HAS_AVX512
+_Pragma("GCC pop_options")
+#endif
+KVSERVE_KERNEL_TARGET_END

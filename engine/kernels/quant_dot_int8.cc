@@ -146,6 +146,8 @@ bool int8_path_applies(uint32_t type, int64_t n_in) {
   return cpu_has_vnni() && (prep_for(type) || kquant_int8_applies(type)) && n_in % 64 == 0;
 }
 
+bool int8_gemm_applies(uint32_t type, int64_t n_in) { return int8_path_applies(type, n_in) && kquant_int8_applies(type); }
+
 void quant_matmul_int8(const QuantMatmulArgs& a) {
   if (kquant_int8_applies(a.type)) {
     quant_matmul_kquant_int8(a);
@@ -206,6 +208,7 @@ void quant_matmul_int8(const QuantMatmulArgs& a) {
 
 #else   // levels without AVX-512: the float path always
 bool int8_path_applies(uint32_t, int64_t) { return false; }
+bool int8_gemm_applies(uint32_t, int64_t) { return false; }
 void quant_matmul_int8(const QuantMatmulArgs&) {}
 #endif
 

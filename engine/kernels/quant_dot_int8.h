@@ -45,6 +45,9 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 
 // Whether quant_matmul_int8 takes this product (the level, the CPU, the type and the shape).
 bool int8_path_applies(uint32_t type, int64_t n_in);
+// Whether, beyond that, its products at any height beat decoding to float for oneDNN's GEMM:
+// the K types' panel GEMM does twice the multiply-adds a cycle of float FMAs.
+bool int8_gemm_applies(uint32_t type, int64_t n_in);
 // a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
 void quant_matmul_int8(const QuantMatmulArgs& a);
 // Up to kMatvecMaxRows activation rows (decoding one to four streams) on Q8_0, Q4_0 or IQ4_NL

@@ -28,6 +28,10 @@ void QuantMatrix::count_bytes(std::map<TensorType, int64_t>& by_type) const {
   for (const Part& p : parts_) by_type[p.type] += p.rows * p.row_bytes;
 }
 
+bool QuantMatrix::int8_gemm(const Part& p) const {
+  return int8_activations_ && ctx_->kernels->int8_gemm_applies(static_cast<uint32_t>(p.type), n_in_);
+}
+
 int64_t QuantMatrix::panel_rows() const {
   // About 32 MiB of floats, in multiples of 16 rows: the GEMM packs the activations again for
   // every panel, so a panel must be wide enough for that to be small beside its multiply.
@@ -40,7 +44,7 @@ void QuantMatrix::prepare(int64_t max_rows, bool /*accumulate*/) {
     const auto need = static_cast<size_t>(int8_scratch_bytes(std::min(max_rows, kSmallBatchRows), n_in_));
     if (ctx_->activation_scratch.size() < need) ctx_->activation_scratch.resize(need);
   }
-  if (max_rows > kSmallBatchRows) {
+  if (max_rows > kSmallBatchRows && !std::all_of(parts_.begin(), parts_.end(), [&](const Part& p) { return int8_gemm(p); })) {
     const size_t need = static_cast<size_t>(panel_rows() * n_in_);
     if (ctx_->panel.size() < need) ctx_->panel.resize(need);
   }
@@ -57,6 +61,15 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
                                                   .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate,
                                                   .int8_activations = int8_activations_,
                                                   .scratch = ctx_->activation_scratch.data()});
+    } else if (int8_gemm(p)) {
+      // The integer GEMM, kSmallBatchRows rows at a time (its scratch holds that many).
+      prepare(m, accumulate);
+      for (int64_t r0 = 0; r0 < m; r0 += kSmallBatchRows)
+        ctx_->kernels->quant_matmul(QuantMatmulArgs{
+            .type = static_cast<uint32_t>(p.type), .w = p.data, .row_bytes = p.row_bytes, .n_out = p.rows,
+            .n_in = n_in_, .x = x + r0 * n_in_, .m = std::min(kSmallBatchRows, m - r0), .y = y + r0 * n_out_ + col,
+            .ldy = n_out_, .accumulate = accumulate, .int8_activations = true,
+            .scratch = ctx_->activation_scratch.data()});
     } else {
       prepare(m, accumulate);
       const int64_t panel = panel_rows();

@@ -1,7 +1,8 @@
 // A weight matrix held in its file's tensor types (F16, BF16, F32 or ggml's block types, one per
 // stacked part), not widened: decode-sized batches go through the quantized small-batch kernel
 // (kernels/quant_matmul.h), which streams the stored bytes once per step; prompt-sized batches
-// decode panels of rows to float and multiply them with oneDNN's GEMM.
+// take the K types' integer GEMM 64 rows at a time where it applies, else decode panels of rows
+// to float and multiply them with oneDNN's GEMM.
 #pragma once
 
 #include <vector>
@@ -30,6 +31,9 @@ class QuantMatrix final : public WeightMatrix {
   int64_t panel_rows() const;
 
  private:
+  // Whether the part's prompt-sized products take the integer GEMM (else: decoded panels).
+  bool int8_gemm(const Part& p) const;
+
   ComputeContext* ctx_;
   std::vector<Part> parts_;
   bool int8_activations_;

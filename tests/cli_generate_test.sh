@@ -61,7 +61,9 @@ if [ -f "$models/quant/stories260K-q8_0.gguf" ]; then
   "$bin/clients/kvserve-cli" --addr "127.0.0.1:$(cat "$out/port2")" score --text "$models/reference-text.txt" > "$out/score2.txt"
   want=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["models"]["quant/stories260K-q8_0.dequant-f32.gguf"]["visible1"]["mean_logprob"])' "$models/reference-logprobs.json")
   got=$(sed -n 's/^mean log-probability: \(-[0-9.]*\) nats.*/\1/p' "$out/score2.txt")
-  awk -v a="$want" -v b="$got" 'BEGIN { d = a - b; exit !(d < 1e-3 && d > -1e-3) }' \
+  # The prompt runs on 8-bit activations (the integer GEMM, as llama.cpp's CPU path does): its
+  # mean within 0.01 of the exact arithmetic on the twin, the bound of tests/test_reference_logprobs.cc.
+  awk -v a="$want" -v b="$got" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }' \
     || { echo "Q8_0 score $got, llama.cpp on the twin $want"; exit 1; }
 fi
 # The operator issue's CLI cases: --stop before the prompt takes one value; the prompt from

@@ -45,8 +45,8 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 
 // Whether quant_matmul_int8 takes this product (the level, the CPU, the type and the shape).
 bool int8_path_applies(uint32_t type, int64_t n_in);
-// Whether, beyond that, its products at any height beat decoding to float for oneDNN's GEMM:
-// the K types' panel GEMM does twice the multiply-adds a cycle of float FMAs.
+// Whether, beyond that, its products at any height beat decoding to float for oneDNN's GEMM
+// (the panel GEMMs do more multiply-adds a cycle than float FMAs).
 bool int8_gemm_applies(uint32_t type, int64_t n_in);
 // a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
 void quant_matmul_int8(const QuantMatmulArgs& a);
@@ -61,6 +61,9 @@ void quant_matvec_int8(const QuantMatmulArgs& a);
 // quant_matmul_int8 takes it where it applies.
 bool kquant_int8_applies(uint32_t type);
 void quant_matmul_kquant_int8(const QuantMatmulArgs& a);
+// Q8_0, Q4_0 and IQ4_NL beyond kMatvecMaxRows rows: the panel GEMM (kernels/quant_gemm32_int8.cc).
+bool gemm32_int8_applies(uint32_t type);
+void quant_gemm32_int8(const QuantMatmulArgs& a);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif

@@ -30,15 +30,15 @@ KVSERVE_KERNEL_TARGET_BEGIN
 _Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
 #include "kernels/quant_levels_avx512.h"
 #include "kernels/quant_k_rows_avx512.h"
+#include "kernels/quant_panel_avx512.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS::krows {
 namespace {
 
 using levels::load32;
 using levels::load64;
+using namespace panel;
 
-constexpr int kPanel = 16;  // weight rows per panel: the lanes of one vector
-constexpr int kTile = 4;    // activation rows per pass over a panel
 
 template <Kind kKind>
 constexpr int64_t kBlockBytes = kKind == Kind::kQ6K ? sizeof(quant::BlockQ6_K)
@@ -46,37 +46,7 @@ constexpr int64_t kBlockBytes = kKind == Kind::kQ6K ? sizeof(quant::BlockQ6_K)
 template <Kind kKind>
 constexpr int kSubBlocks = kKind == Kind::kQ6K ? 16 : 8;  // per super-block, each with a scale
 
-// r[0..16) rows of 16 dwords to columns, in place: afterwards r[c] lane i = (before) r[i] lane c.
-inline void transpose16(__m512i* r) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4i + c], 128-bit lane L: column 4L + c of rows 4i..4i+3.
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
-    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
-    r[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-    r[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
-    r[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-    r[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
-  }
-}
-
 // One panel unpacked (a thread's buffers, kept across calls).
-struct alignas(64) IntVec {
-  __m512i v;
-};
-struct alignas(64) FloatVec {
-  __m512 v;
-};
 struct Panel {
   std::vector<IntVec> w;         // [n_in / 4]: lane i = 4 levels of row i, in the activations' order
   std::vector<IntVec> scale;     // [super-blocks x kSubBlocks]: int32 scale of each row's sub-block
@@ -144,12 +114,6 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t blocks,
       p.dmin[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
     }
   }
-}
-
-inline __m512i broadcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
 }
 
 // R activation rows times the panel over every super-block: out[r] lane i = output of row i.

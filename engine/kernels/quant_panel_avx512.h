@@ -1,0 +1,52 @@
+// The integer panel GEMMs' shared pieces (kernels/quant_kgemm_int8.cc for the K types,
+// kernels/quant_gemm32_int8.cc for Q8_0, Q4_0 and IQ4_NL): 16 weight rows per panel, their
+// levels transposed so that 32-bit lane i holds 4 levels of row i (vpdpbusd's layout: lane i
+// accumulates output i), activation rows broadcasting 4 levels at a time. Included inside a
+// kernel level's target region (AVX-512 with VNNI).
+#pragma once
+
+#if KVSERVE_HAS_AVX512
+namespace kvserve::KVSERVE_KERNEL_NS::panel {
+
+constexpr int kPanel = 16;  // weight rows per panel: the lanes of one vector
+constexpr int kTile = 4;    // activation rows per pass over a panel
+
+// r[0..16) rows of 16 dwords to columns, in place: afterwards r[c] lane i = (before) r[i] lane c.
+inline void transpose16(__m512i* r) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + c], 128-bit lane L: column 4L + c of rows 4i..4i+3.
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+    r[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+  }
+}
+
+struct alignas(64) IntVec {
+  __m512i v;
+};
+struct alignas(64) FloatVec {
+  __m512 v;
+};
+// 4 bytes at p in every lane.
+inline __m512i broadcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS::panel
+#endif

@@ -3,6 +3,10 @@
 // (kernels/quant_matvec_int8.cc) and the panel GEMM beyond (kernels/quant_gemm32_int8.cc).
 #include "kernels/quant_dot_int8.h"
 
+#include <algorithm>
+
+#include "kernels/small_batch_matmul.h"
+
 KVSERVE_KERNEL_TARGET_BEGIN
 
 namespace kvserve::KVSERVE_KERNEL_NS {
@@ -22,6 +26,14 @@ bool int8_path_applies(uint32_t type, int64_t n_in) {
 bool int8_gemm_applies(uint32_t type, int64_t n_in) { return int8_path_applies(type, n_in); }
 
 void quant_matmul_int8(const QuantMatmulArgs& a) {
+  if (a.m > kSmallBatchRows) {  // the kernels' scratch holds that many rows
+    for (int64_t r0 = 0; r0 < a.m; r0 += kSmallBatchRows) {
+      QuantMatmulArgs part = a;
+      part.x = a.x + r0 * a.n_in, part.y = a.y + r0 * a.ldy, part.m = std::min(kSmallBatchRows, a.m - r0);
+      quant_matmul_int8(part);
+    }
+    return;
+  }
   if (kquant_int8_applies(a.type))
     quant_matmul_kquant_int8(a);
   else if (a.m <= kMatvecMaxRows && int8_matvec_applies(a.type, a.n_in))

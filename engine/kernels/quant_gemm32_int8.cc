@@ -172,14 +172,6 @@ bool gemm32_int8_applies(uint32_t type) {
 }
 
 void quant_gemm32_int8(const QuantMatmulArgs& a) {
-  if (a.m > kSmallBatchRows) {  // the weight matrices never ask this; a direct caller may
-    for (int64_t r0 = 0; r0 < a.m; r0 += kSmallBatchRows) {
-      QuantMatmulArgs part = a;
-      part.x = a.x + r0 * a.n_in, part.y = a.y + r0 * a.ldy, part.m = std::min(kSmallBatchRows, a.m - r0);
-      quant_gemm32_int8(part);
-    }
-    return;
-  }
   switch (static_cast<TensorType>(a.type)) {
     case TensorType::kQ8_0: gemm<TypeQ8_0>(a); break;
     case TensorType::kQ4_0: gemm<TypeQ4_0>(a); break;

@@ -174,14 +174,6 @@ bool kquant_int8_applies(uint32_t type) {
 }
 
 void quant_matmul_kquant_int8(const QuantMatmulArgs& a) {
-  if (a.m > kSmallBatchRows) {  // the weight matrices never ask this; a direct caller may
-    for (int64_t r0 = 0; r0 < a.m; r0 += kSmallBatchRows) {
-      QuantMatmulArgs part = a;
-      part.x = a.x + r0 * a.n_in, part.y = a.y + r0 * a.ldy, part.m = std::min(kSmallBatchRows, a.m - r0);
-      quant_matmul_kquant_int8(part);
-    }
-    return;
-  }
   const Kind kind = krows::kind_of(a.type);
   KRow x[kSmallBatchRows];
   const int64_t stride = krows::row_stride(a.n_in);

@@ -62,14 +62,13 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
                                                   .int8_activations = int8_activations_,
                                                   .scratch = ctx_->activation_scratch.data()});
     } else if (int8_gemm(p)) {
-      // The integer GEMM, kSmallBatchRows rows at a time (its scratch holds that many).
+      // The integer GEMM (which takes kSmallBatchRows rows at a time, its scratch holding that many).
       prepare(m, accumulate);
-      for (int64_t r0 = 0; r0 < m; r0 += kSmallBatchRows)
-        ctx_->kernels->quant_matmul(QuantMatmulArgs{
-            .type = static_cast<uint32_t>(p.type), .w = p.data, .row_bytes = p.row_bytes, .n_out = p.rows,
-            .n_in = n_in_, .x = x + r0 * n_in_, .m = std::min(kSmallBatchRows, m - r0), .y = y + r0 * n_out_ + col,
-            .ldy = n_out_, .accumulate = accumulate, .int8_activations = true,
-            .scratch = ctx_->activation_scratch.data()});
+      ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
+                                                  .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,
+                                                  .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate,
+                                                  .int8_activations = true,
+                                                  .scratch = ctx_->activation_scratch.data()});
     } else {
       prepare(m, accumulate);
       const int64_t panel = panel_rows();

@@ -21,9 +21,9 @@ struct WeightPolicy {
   // BF16 weights stay BF16 where the CPU multiplies BF16 natively (model.keep_bf16); otherwise
   // they are widened to F32, exactly.
   bool keep_bf16 = false;
-  // Weights held in a block type multiply activations rounded to 8 bits per block of 32 (as
-  // llama.cpp does; integer dot products, kernels/quant_dot_int8.h) where the CPU has AVX-512
-  // VNNI (model.int8_activations); false: float activations, the exact product of the weights.
+  // Weights held in a block type multiply activations rounded to 8 bits per block (32 values, or
+  // 256 for the K types, as llama.cpp does; integer products, kernels/quant_dot_int8.h) where the
+  // CPU has AVX-512 VNNI (model.int8_activations); false: float activations, the exact product.
   bool int8_activations = true;
 };
 

@@ -10,6 +10,10 @@ namespace kvserve::KVSERVE_KERNEL_NS::krows {
 
 enum class Kind { kQ4K, kQ5K, kQ6K };
 
+template <Kind kKind>
+constexpr int64_t kBlockBytes = kKind == Kind::kQ6K ? sizeof(quant::BlockQ6_K)
+                                : kKind == Kind::kQ5K ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
+
 inline Kind kind_of(uint32_t type) {
   switch (static_cast<TensorType>(type)) {
     case TensorType::kQ4_K: return Kind::kQ4K;

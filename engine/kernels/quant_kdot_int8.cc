@@ -1,9 +1,8 @@
-// The integer path of the K types (Q4_K, Q5_K, Q6_K) at every decode-sized batch: activations
-// rounded to 8 bits per super-block of 256 (one float scale, as llama.cpp's Q8_K), each 64
-// levels times 64 activations by vpmaddubsw and times the integer sub-block scales by vpdpwssd,
-// so that a super-block's products stay in integers and meet a float once. One to four
-// activation rows read the weights straight from memory (fused, here); more rows take the panel
-// kernel of kernels/quant_kgemm_int8.cc.
+// The integer path of the K types (Q4_K, Q5_K, Q6_K): activations rounded to 8 bits per
+// super-block of 256 (one float scale, as llama.cpp's Q8_K); for one to four rows (here, fused:
+// the weights read straight from memory), each 64 levels times 64 activations by vpmaddubsw and
+// times the integer sub-block scales by vpdpwssd, so that a super-block's products stay in
+// integers and meet a float once; more rows take the panel GEMM of kernels/quant_kgemm_int8.cc.
 #include "kernels/quant_dot_int8.h"
 
 // GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
@@ -122,8 +121,6 @@ constexpr int64_t kAheadGroups = 2;  // fused path's prefetch distance, in group
 template <Kind kKind, int M>
 void fused_group(const uint8_t* w, int64_t row_bytes, int rows, const KRow* x, int64_t n_in, const char* ahead,
                  int64_t ahead_per_block, float* out) {
-  constexpr int64_t kBlockBytes = kKind == Kind::kQ6K ? sizeof(quant::BlockQ6_K)
-                                  : kKind == Kind::kQ5K ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
   __m512 acc[M][kRows];
   __m128 acc_min[M][kRows];
   for (int m = 0; m < M; ++m)
@@ -133,7 +130,7 @@ void fused_group(const uint8_t* w, int64_t row_bytes, int rows, const KRow* x, i
       for (int64_t off = k * ahead_per_block; off < (k + 1) * ahead_per_block; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
     for (int g = 0; g < rows; ++g) {
       KBlock b;
-      unpack<kKind>(w + g * row_bytes + k * kBlockBytes, b);
+      unpack<kKind>(w + g * row_bytes + k * krows::kBlockBytes<kKind>, b);
       for (int m = 0; m < M; ++m) block_dot<kKind>(b, x[m], k, acc[m][g], acc_min[m][g]);
     }
   }

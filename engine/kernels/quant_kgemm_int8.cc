@@ -41,9 +41,6 @@ using namespace panel;
 
 
 template <Kind kKind>
-constexpr int64_t kBlockBytes = kKind == Kind::kQ6K ? sizeof(quant::BlockQ6_K)
-                                : kKind == Kind::kQ5K ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
-template <Kind kKind>
 constexpr int kSubBlocks = kKind == Kind::kQ6K ? 16 : 8;  // per super-block, each with a scale
 
 // One panel unpacked (a thread's buffers, kept across calls).

@@ -54,20 +54,14 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
   if (m == 0) return;
   int64_t col = 0;
   for (const Part& p : parts_) {
-    if (m <= kSmallBatchRows) {
+    // Decode-sized batches, and prompt-sized ones on the integer GEMM (which takes them
+    // kSmallBatchRows rows at a time): the small-batch kernels; else decoded panels.
+    if (m <= kSmallBatchRows || int8_gemm(p)) {
       if (int8_activations_) prepare(m, accumulate);
       ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
                                                   .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,
                                                   .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate,
                                                   .int8_activations = int8_activations_,
-                                                  .scratch = ctx_->activation_scratch.data()});
-    } else if (int8_gemm(p)) {
-      // The integer GEMM (which takes kSmallBatchRows rows at a time, its scratch holding that many).
-      prepare(m, accumulate);
-      ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
-                                                  .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,
-                                                  .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate,
-                                                  .int8_activations = true,
                                                   .scratch = ctx_->activation_scratch.data()});
     } else {
       prepare(m, accumulate);

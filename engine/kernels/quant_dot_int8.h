@@ -1,9 +1,9 @@
 // The integer path of the quantized matmul: activations rounded to 8 bits per block (32 values
-// with one float scale for Q8_0, Q4_0 and IQ4_NL, as llama.cpp's Q8_0 activations; 256 for the K
+// with one float scale for the 32-value types, as llama.cpp's Q8_0 activations; 256 for the K
 // types, as its Q8_K), multiplied with the weights' integer levels by AVX-512 VNNI, the scales
-// applied in float per block. For decode-sized batches on Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and
-// Q6_K weights: there decoding to float costs more than streaming the weights, and this path
-// does not decode.
+// applied in float per block. For Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q4_K, Q5_K and Q6_K
+// weights at every batch height: decoding to float costs more than streaming the weights at
+// decode sizes, and the panel GEMMs beat float FMAs at prompt sizes.
 #pragma once
 
 #include <cmath>
@@ -50,8 +50,8 @@ bool int8_path_applies(uint32_t type, int64_t n_in);
 bool int8_gemm_applies(uint32_t type, int64_t n_in);
 // a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
 void quant_matmul_int8(const QuantMatmulArgs& a);
-// Up to kMatvecMaxRows activation rows (decoding one to four streams) on Q8_0, Q4_0 or IQ4_NL
-// weights: the same rounding and integer products, fused so that nothing is staged in
+// Up to kMatvecMaxRows activation rows (decoding one to four streams) on the 32-value types:
+// the same rounding and integer products, fused so that nothing is staged in
 // memory between reading a weight and multiplying it (kernels/quant_matvec_int8.cc).
 // quant_matmul_int8 takes it where it applies.
 bool int8_matvec_applies(uint32_t type, int64_t n_in);
@@ -61,7 +61,7 @@ void quant_matvec_int8(const QuantMatmulArgs& a);
 // quant_matmul_int8 takes it where it applies.
 bool kquant_int8_applies(uint32_t type);
 void quant_matmul_kquant_int8(const QuantMatmulArgs& a);
-// Q8_0, Q4_0 and IQ4_NL beyond kMatvecMaxRows rows: the panel GEMM (kernels/quant_gemm32_int8.cc).
+// The 32-value types beyond kMatvecMaxRows rows: the panel GEMM (kernels/quant_gemm32_int8.cc).
 bool gemm32_int8_applies(uint32_t type);
 void quant_gemm32_int8(const QuantMatmulArgs& a);
 

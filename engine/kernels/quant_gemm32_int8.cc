@@ -1,8 +1,9 @@
-// The integer GEMM of the 32-value block types (Q8_0, Q4_0, IQ4_NL) for 5 or more activation
-// rows: activations rounded per block of 32 (round_activations), weights a panel of 16 rows at
-// a time with their levels transposed (kernels/quant_panel_avx512.h). Per block, eight vpdpbusd
-// sum 32 products for 16 outputs of a row, the levels' offset times the block's activation sum
-// comes off in integers, and one multiply-add by the two block scales moves it to float.
+// The integer GEMM of the 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL) for 5 or
+// more activation rows: activations rounded per block of 32 (round_activations), weights a panel
+// of 16 rows at a time with their levels transposed (kernels/quant_panel_avx512.h). Per block,
+// eight vpdpbusd sum 32 products for 16 outputs of a row, the levels' offset times the block's
+// activation sum comes off in integers, one multiply-add by the two block scales moves it to
+// float, and for Q4_1/Q5_1 one more adds the block minimum times the activations' sum.
 #include "kernels/quant_dot_int8.h"
 
 // GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
@@ -38,45 +39,59 @@ struct Row32 {
   const int8_t* q;      // [n_in]
   const float* d;       // [n_in / 32] block scales
   const int32_t* off;   // [n_in / 32] the weight type's level offset x the block's level sum
+  const float* dsum;    // [n_in / 32] block scale x the block's level sum (the minimums' factor)
 };
 
-int64_t row_stride(int64_t n_in) { return (n_in + n_in / 32 * 8 + 63) / 64 * 64; }
+int64_t row_stride(int64_t n_in) { return (n_in + n_in / 32 * 12 + 63) / 64 * 64; }
 
 Row32 round_row(const float* x, int64_t n_in, int32_t offset, uint8_t* scratch) {
   auto* q = reinterpret_cast<int8_t*>(scratch);
   auto* d = reinterpret_cast<float*>(scratch + n_in);
   auto* off = reinterpret_cast<int32_t*>(d + n_in / 32);
+  float* dsum = reinterpret_cast<float*>(off + n_in / 32);
   for (int64_t b = 0; b < n_in / 32; ++b) {
     d[b] = levels::round_block32(x + 32 * b, q + 32 * b);
     const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
                                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)));
     const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
     const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-    off[b] = offset * _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, _MM_SHUFFLE(2, 3, 0, 1))));
+    const int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, _MM_SHUFFLE(2, 3, 0, 1))));
+    off[b] = offset * sum;
+    dsum[b] = d[b] * static_cast<float>(sum);
   }
-  return {q, d, off};
+  return {q, d, off, dsum};
 }
 
-// Each type: its block, the unsigned levels of two blocks (64 values, natural order) and their offset.
-struct TypeQ8_0 {
-  using Block = quant::BlockQ8_0;
+// Each type: its block, the unsigned levels of two blocks (64 values, natural order), their
+// offset, and whether the block has a minimum (value = d·q + m) after its scale.
+template <typename B, int32_t kOffset, bool kHasMin>
+struct Type32 {
+  using Block = B;
+  static constexpr int32_t offset = kOffset;
+  static constexpr bool has_min = kHasMin;
+};
+struct TypeQ8_0 : Type32<quant::BlockQ8_0, 128, false> {
   static __m512i levels(const Block* b) { return levels::q8_0_pair(b); }
-  static constexpr int32_t offset = 128;
 };
-struct TypeQ4_0 {
-  using Block = quant::BlockQ4_0;
+struct TypeQ4_0 : Type32<quant::BlockQ4_0, 8, false> {
   static __m512i levels(const Block* b) { return levels::q4_0_pair(b); }
-  static constexpr int32_t offset = 8;
 };
-struct TypeIQ4_NL {
-  using Block = quant::BlockIQ4_NL;
+struct TypeQ5_0 : Type32<quant::BlockQ5_0, 16, false> {
+  static __m512i levels(const Block* b) { return levels::q5_0_pair(b); }
+};
+struct TypeQ4_1 : Type32<quant::BlockQ4_1, 0, true> {
+  static __m512i levels(const Block* b) { return levels::q4_1_pair(b); }
+};
+struct TypeQ5_1 : Type32<quant::BlockQ5_1, 0, true> {
+  static __m512i levels(const Block* b) { return levels::q5_1_pair(b); }
+};
+struct TypeIQ4_NL : Type32<quant::BlockIQ4_NL, 128, false> {
   static __m512i levels(const Block* b) { return levels::iq4_nl_pair(b); }
-  static constexpr int32_t offset = 128;
 };
 
 struct Panel32 {
-  std::vector<IntVec> w;    // [n_in / 4]: lane i = 4 levels of row i
-  std::vector<FloatVec> d;  // [n_in / 32]: lane i = row i's block scale
+  std::vector<IntVec> w;       // [n_in / 4]: lane i = 4 levels of row i
+  std::vector<FloatVec> d, m;  // [n_in / 32]: lane i = row i's block scale (and minimum)
 };
 
 template <class T>
@@ -98,15 +113,17 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t n_in, c
     transpose16(r);
     for (int i = 0; i < kPanel; ++i) p.w[16 * c + i].v = r[i];
     for (int h = 0; h < 2; ++h) {
-      // The block's F16 scale is its first two bytes: the low half of the word there.
+      // The block's F16 scale is its first two bytes: the low half of the word there; a
+      // minimum, the high half.
       const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at,
                                                         w + byte0 + h * static_cast<int64_t>(sizeof(Block)), 1);
       p.d[2 * c + h].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+      if constexpr (T::has_min) p.m[2 * c + h].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16)));
     }
   }
 }
 
-template <int R>
+template <class T, int R>
 void tile(const Panel32& p, const Row32* x, int64_t n_in, __m512* out) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -120,6 +137,7 @@ void tile(const Panel32& p, const Row32* x, int64_t n_in, __m512* out) {
     for (int r = 0; r < R; ++r) {
       const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[r], _mm512_set1_epi32(x[r].off[b])));
       acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(p.d[b].v, _mm512_set1_ps(x[r].d[b])), acc[r]);
+      if constexpr (T::has_min) acc[r] = _mm512_fmadd_ps(p.m[b].v, _mm512_set1_ps(x[r].dsum[b]), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
@@ -138,6 +156,7 @@ void gemm(const QuantMatmulArgs& a) {
     thread_local Panel32 p;
     p.w.resize(static_cast<size_t>(a.n_in / 4));
     p.d.resize(static_cast<size_t>(a.n_in / 32));
+    if (T::has_min) p.m.resize(static_cast<size_t>(a.n_in / 32));
 #pragma omp for schedule(static)
     for (int64_t pi = 0; pi < panels; ++pi) {
       const int64_t j0 = pi * kPanel;
@@ -149,10 +168,10 @@ void gemm(const QuantMatmulArgs& a) {
       for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
         __m512 out[kTile];
         switch (std::min<int64_t>(kTile, a.m - r0)) {
-          case 1: tile<1>(p, x + r0, a.n_in, out); break;
-          case 2: tile<2>(p, x + r0, a.n_in, out); break;
-          case 3: tile<3>(p, x + r0, a.n_in, out); break;
-          default: tile<4>(p, x + r0, a.n_in, out); break;
+          case 1: tile<T, 1>(p, x + r0, a.n_in, out); break;
+          case 2: tile<T, 2>(p, x + r0, a.n_in, out); break;
+          case 3: tile<T, 3>(p, x + r0, a.n_in, out); break;
+          default: tile<T, 4>(p, x + r0, a.n_in, out); break;
         }
         for (int64_t r = 0; r < std::min<int64_t>(kTile, a.m - r0); ++r) {
           float* y = a.y + (r0 + r) * a.ldy + j0;
@@ -168,13 +187,17 @@ void gemm(const QuantMatmulArgs& a) {
 
 bool gemm32_int8_applies(uint32_t type) {
   const auto t = static_cast<TensorType>(type);
-  return t == TensorType::kQ8_0 || t == TensorType::kQ4_0 || t == TensorType::kIQ4_NL;
+  return t == TensorType::kQ8_0 || t == TensorType::kQ4_0 || t == TensorType::kQ5_0 || t == TensorType::kQ4_1 ||
+         t == TensorType::kQ5_1 || t == TensorType::kIQ4_NL;
 }
 
 void quant_gemm32_int8(const QuantMatmulArgs& a) {
   switch (static_cast<TensorType>(a.type)) {
     case TensorType::kQ8_0: gemm<TypeQ8_0>(a); break;
     case TensorType::kQ4_0: gemm<TypeQ4_0>(a); break;
+    case TensorType::kQ5_0: gemm<TypeQ5_0>(a); break;
+    case TensorType::kQ4_1: gemm<TypeQ4_1>(a); break;
+    case TensorType::kQ5_1: gemm<TypeQ5_1>(a); break;
     default: gemm<TypeIQ4_NL>(a); break;
   }
 }

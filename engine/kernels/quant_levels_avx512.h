@@ -28,14 +28,40 @@ inline __m512i q8_0_pair(const quant::BlockQ8_0* b) {
   return _mm512_xor_si512(join(load32(b[0].qs), load32(b[1].qs)), _mm512_set1_epi8(static_cast<char>(0x80)));
 }
 
-// Two Q4_0 blocks (offset 8): [low nibbles b0, high b0, low b1, high b1].
-inline __m512i q4_0_pair(const quant::BlockQ4_0* b) {
-  const __m256i both = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+// The nibbles of two blocks' 16 bytes each in value order: [low nibbles of qs0, high of qs0,
+// low of qs1, high of qs1].
+inline __m512i nibble_pair(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0))),
+                                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)), 1);
   const __m256i nib = _mm256_set1_epi8(0x0F);
   const __m512i z = join(_mm256_and_si256(both, nib), _mm256_and_si256(_mm256_srli_epi16(both, 4), nib));
   return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// Two Q4_0 blocks (offset 8).
+inline __m512i q4_0_pair(const quant::BlockQ4_0* b) { return nibble_pair(b[0].qs, b[1].qs); }
+
+// The fifth bits of two blocks (bit j of each block's qh word belongs to its value j) as 0x10
+// in the bytes of the values that have it, in value order.
+inline __m512i fifth_bits(const uint8_t* qh0, const uint8_t* qh1) {
+  uint32_t h0, h1;
+  std::memcpy(&h0, qh0, 4);
+  std::memcpy(&h1, qh1, 4);
+  const __mmask64 fifth = static_cast<__mmask64>(h0) | (static_cast<__mmask64>(h1) << 32);
+  return _mm512_maskz_mov_epi8(fifth, _mm512_set1_epi8(0x10));
+}
+
+// Two Q5_0 blocks (offset 16): Q4_0's nibbles with each value's fifth bit.
+inline __m512i q5_0_pair(const quant::BlockQ5_0* b) {
+  return _mm512_or_si512(nibble_pair(b[0].qs, b[1].qs), fifth_bits(b[0].qh, b[1].qh));
+}
+
+// Two Q4_1 blocks: their levels 0-15 (no offset; the blocks' minimums are added apart).
+inline __m512i q4_1_pair(const quant::BlockQ4_1* b) { return nibble_pair(b[0].qs, b[1].qs); }
+
+// Two Q5_1 blocks: levels 0-31, the fifth bits as Q5_0's.
+inline __m512i q5_1_pair(const quant::BlockQ5_1* b) {
+  return _mm512_or_si512(nibble_pair(b[0].qs, b[1].qs), fifth_bits(b[0].qh, b[1].qh));
 }
 
 // Two IQ4_NL blocks: Q4_0's nibble order, each index looked up as its level + 128 (unsigned;

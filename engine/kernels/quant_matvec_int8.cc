@@ -78,8 +78,9 @@ struct Ahead {
 // at a time: the integer dot of each 4 levels (vpdpbusd), less the levels' offset times the
 // activations' lane sum, to float, times the product of the two block scales. Each weight is
 // unpacked once for all M rows.
-// Q8_0 and Q4_0: two blocks of 32 a step, their levels from `Levels` with offset 2^kShift.
-template <typename Block, __m512i (*Levels)(const Block*), int kShift, int M, int R>
+// Two blocks of 32 a step, their levels from `Levels` with offset 2^kShift; or (kMin: Q4_1,
+// Q5_1) no offset and each block's minimum m, whose part is m times the activations' sum.
+template <typename Block, __m512i (*Levels)(const Block*), int kShift, bool kMin, int M, int R>
 void dot_pairs(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
   __m512 acc[M][R];
   for (int m = 0; m < M; ++m)
@@ -91,9 +92,13 @@ void dot_pairs(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t
       const __m512i q = Levels(b);
       const __m128 ws = pair_of_halves(b[0].d, b[1].d);
       for (int m = 0; m < M; ++m) {
-        const __m512i offset = _mm512_slli_epi32(load64(x[m].lanes + 16 * c), kShift);  // offset x lane sum
-        const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 64 * c)), offset);
+        const __m512i lanes = load64(x[m].lanes + 16 * c);
+        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load64(x[m].q + 64 * c));
+        if constexpr (!kMin) dot = _mm512_sub_epi32(dot, _mm512_slli_epi32(lanes, kShift));  // offset x lane sum
         acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), pair_scale(ws, x[m].d + 2 * c), acc[m][g]);
+        if constexpr (kMin)
+          acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), pair_scale(pair_of_halves(b[0].m, b[1].m), x[m].d + 2 * c),
+                                      acc[m][g]);
       }
     }
   }
@@ -102,16 +107,28 @@ void dot_pairs(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t
 }
 template <int M, int R>
 void dot_q8_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
-  dot_pairs<quant::BlockQ8_0, levels::q8_0_pair, 7, M, R>(w, row_bytes, x, n_in, ahead, out);
+  dot_pairs<quant::BlockQ8_0, levels::q8_0_pair, 7, false, M, R>(w, row_bytes, x, n_in, ahead, out);
 }
 template <int M, int R>
 void dot_q4_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
-  dot_pairs<quant::BlockQ4_0, levels::q4_0_pair, 3, M, R>(w, row_bytes, x, n_in, ahead, out);
+  dot_pairs<quant::BlockQ4_0, levels::q4_0_pair, 3, false, M, R>(w, row_bytes, x, n_in, ahead, out);
 }
 
 template <int M, int R>
+void dot_q5_0(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_pairs<quant::BlockQ5_0, levels::q5_0_pair, 4, false, M, R>(w, row_bytes, x, n_in, ahead, out);
+}
+template <int M, int R>
+void dot_q4_1(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_pairs<quant::BlockQ4_1, levels::q4_1_pair, 0, true, M, R>(w, row_bytes, x, n_in, ahead, out);
+}
+template <int M, int R>
+void dot_q5_1(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
+  dot_pairs<quant::BlockQ5_1, levels::q5_1_pair, 0, true, M, R>(w, row_bytes, x, n_in, ahead, out);
+}
+template <int M, int R>
 void dot_iq4_nl(const uint8_t* w, int64_t row_bytes, const RoundedRow* x, int64_t n_in, const Ahead& ahead, float* out) {
-  dot_pairs<quant::BlockIQ4_NL, levels::iq4_nl_pair, 7, M, R>(w, row_bytes, x, n_in, ahead, out);
+  dot_pairs<quant::BlockIQ4_NL, levels::iq4_nl_pair, 7, false, M, R>(w, row_bytes, x, n_in, ahead, out);
 }
 
 constexpr int kRows = 4;             // weight rows sharing each load of the activations
@@ -128,10 +145,14 @@ struct TypeDots {
 
 const TypeDots* dots_for(uint32_t type) {
   static const TypeDots q8_0 = KVSERVE_DOTS(dot_q8_0, 64), q4_0 = KVSERVE_DOTS(dot_q4_0, 64),
-                        iq4_nl = KVSERVE_DOTS(dot_iq4_nl, 64);
+                        q5_0 = KVSERVE_DOTS(dot_q5_0, 64), iq4_nl = KVSERVE_DOTS(dot_iq4_nl, 64),
+                        q4_1 = KVSERVE_DOTS(dot_q4_1, 64), q5_1 = KVSERVE_DOTS(dot_q5_1, 64);
   switch (static_cast<TensorType>(type)) {
     case TensorType::kQ8_0: return &q8_0;
     case TensorType::kQ4_0: return &q4_0;
+    case TensorType::kQ5_0: return &q5_0;
+    case TensorType::kQ4_1: return &q4_1;
+    case TensorType::kQ5_1: return &q5_1;
     case TensorType::kIQ4_NL: return &iq4_nl;
     default: return nullptr;
   }

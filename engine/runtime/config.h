@@ -22,7 +22,7 @@ struct ModelOptions {
   // prompts and batches on the CPUs measured); true = keep them BF16 where the CPU multiplies
   // BF16 natively (half the weight memory, faster single-stream decode).
   bool keep_bf16 = false;
-  // Quantized weights (Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K) multiply activations rounded to 8
+  // Quantized weights (every block type but Q2_K and Q3_K) multiply activations rounded to 8
   // bits per block (32 values; 256 for the K types), as llama.cpp does, where the CPU has AVX-512
   // VNNI; false multiplies float activations (the exact product of the stored weights; slower).
   bool int8_activations = true;

@@ -96,12 +96,9 @@ void check(const Case& c, KernelLevel level, bool int8) {
     tensor_type(t).to_float(storage.back().data(), w.data() + w.size() - rows_per_part * n_in, rows_per_part * n_in);
   }
   QuantMatrix m(ctx, parts, n_in, int8);
-  // The parts the integer path takes at decode sizes, and those it also takes at prompt sizes.
-  std::vector<bool> part_int8, part_int8_gemm;
-  for (TensorType t : c.parts) {
-    part_int8.push_back(int8 && ctx.kernels->int8_path_applies(static_cast<uint32_t>(t), n_in));
-    part_int8_gemm.push_back(int8 && ctx.kernels->int8_gemm_applies(static_cast<uint32_t>(t), n_in));
-  }
+  // The parts the integer path takes (at every height: prompt sizes too).
+  std::vector<bool> part_int8;
+  for (TensorType t : c.parts) part_int8.push_back(int8 && ctx.kernels->int8_path_applies(static_cast<uint32_t>(t), n_in));
   const int64_t n_out = m.n_out();
   ASSERT_EQ(n_out, rows_per_part * static_cast<int64_t>(c.parts.size()));
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
@@ -118,8 +115,7 @@ void check(const Case& c, KernelLevel level, bool int8) {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < n_out; ++o) {
           const int64_t part = o / rows_per_part;
-          const bool rounded_here = rows <= kSmallBatchRows ? part_int8[part] : part_int8_gemm[part];
-          const std::vector<float>& xr = rounded_here ? xq[part] : x;
+          const std::vector<float>& xr = part_int8[part] ? xq[part] : x;
           double ref = accumulate ? base[r * n_out + o] : 0.0, mag = 0.0;
           for (int64_t i = 0; i < n_in; ++i) {
             ref += double(xr[r * n_in + i]) * w[o * n_in + i];

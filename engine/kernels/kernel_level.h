@@ -16,6 +16,8 @@
 #define KVSERVE_HAS_AVX512 0
 #define KVSERVE_KERNEL_TARGET_BEGIN
 #define KVSERVE_KERNEL_TARGET_END
+#define KVSERVE_VNNI_TARGET_BEGIN
+#define KVSERVE_VNNI_TARGET_END
 #elif KVSERVE_KERNEL_LEVEL_ID == 1
 #define KVSERVE_KERNEL_NS avx2
 #define KVSERVE_KERNEL_LEVEL kAvx2
@@ -24,6 +26,8 @@
 #define KVSERVE_KERNEL_TARGET_BEGIN \
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt\")")
 #define KVSERVE_KERNEL_TARGET_END _Pragma("GCC pop_options")
+#define KVSERVE_VNNI_TARGET_BEGIN
+#define KVSERVE_VNNI_TARGET_END
 #elif KVSERVE_KERNEL_LEVEL_ID == 2
 #define KVSERVE_KERNEL_NS avx512
 #define KVSERVE_KERNEL_LEVEL kAvx512
@@ -33,6 +37,10 @@
   _Pragma("GCC push_options")      \
       _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512cd,avx512dq,avx512vl\")")
 #define KVSERVE_KERNEL_TARGET_END _Pragma("GCC pop_options")
+// Inside the level's region, AVX-512 VNNI for the integer kernels, which check the CPU for it
+// at run time (kernels/quant_dot_int8.cc).
+#define KVSERVE_VNNI_TARGET_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
+#define KVSERVE_VNNI_TARGET_END _Pragma("GCC pop_options")
 #else
 #error "unknown KVSERVE_KERNEL_LEVEL_ID"
 #endif

@@ -35,11 +35,9 @@ struct KernelTable {
   // kernels/quant_matmul.h
   void (*quant_matmul)(const QuantMatmulArgs& args);
   void (*dequantize_rows)(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
-  // kernels/quant_dot_int8.h: whether quant_matmul's integer path takes this type and width here
+  // kernels/quant_dot_int8.h: whether quant_matmul's integer path takes this type and width
+  // here, at any height (prompts included, 64 rows at a time)
   bool (*int8_path_applies)(uint32_t type, int64_t n_in);
-  // ... and whether it also beats decoding to float for the GEMM at prompt sizes (more than
-  // kSmallBatchRows rows, taken 64 at a time)
-  bool (*int8_gemm_applies)(uint32_t type, int64_t n_in);
   // kernels/attention.h, for each KV element type
   void (*write_kv_f32)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
                        int n_kv, int head_dim, int block_size, float* k_cache, float* v_cache);

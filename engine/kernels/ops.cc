@@ -1,10 +1,6 @@
 #include "kernels/ops.h"
 
-// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/intrinsics.h"
 
 #include <cmath>
 #include <cstring>

@@ -23,8 +23,6 @@ bool int8_path_applies(uint32_t type, int64_t n_in) {
   return cpu_has_vnni() && (gemm32_int8_applies(type) || kquant_int8_applies(type)) && n_in % 64 == 0;
 }
 
-bool int8_gemm_applies(uint32_t type, int64_t n_in) { return int8_path_applies(type, n_in); }
-
 void quant_matmul_int8(const QuantMatmulArgs& a) {
   if (a.m > kSmallBatchRows) {  // the kernels' scratch holds that many rows
     for (int64_t r0 = 0; r0 < a.m; r0 += kSmallBatchRows) {
@@ -44,7 +42,6 @@ void quant_matmul_int8(const QuantMatmulArgs& a) {
 
 #else   // levels without AVX-512: the float path always
 bool int8_path_applies(uint32_t, int64_t) { return false; }
-bool int8_gemm_applies(uint32_t, int64_t) { return false; }
 void quant_matmul_int8(const QuantMatmulArgs&) {}
 #endif
 

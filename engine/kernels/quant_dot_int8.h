@@ -43,11 +43,9 @@ inline int64_t int8_scratch_bytes(int64_t m, int64_t n_in) { return m * n_in * 3
 #ifdef KVSERVE_KERNEL_NS
 namespace kvserve::KVSERVE_KERNEL_NS {
 
-// Whether quant_matmul_int8 takes this product (the level, the CPU, the type and the shape).
+// Whether quant_matmul_int8 takes this product (the level, the CPU, the type and the shape), at
+// any height: its panel GEMMs beat decoding to float for oneDNN's GEMM at prompt sizes too.
 bool int8_path_applies(uint32_t type, int64_t n_in);
-// Whether, beyond that, its products at any height beat decoding to float for oneDNN's GEMM
-// (the panel GEMMs do more multiply-adds a cycle than float FMAs).
-bool int8_gemm_applies(uint32_t type, int64_t n_in);
 // a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
 void quant_matmul_int8(const QuantMatmulArgs& a);
 // Up to kMatvecMaxRows activation rows (decoding one to four streams) on the 32-value types:

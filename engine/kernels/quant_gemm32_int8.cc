@@ -6,11 +6,7 @@
 // float, and for Q4_1/Q5_1 one more adds the block minimum times the activations' sum.
 #include "kernels/quant_dot_int8.h"
 
-// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/intrinsics.h"
 
 #include <algorithm>
 #include <vector>
@@ -18,14 +14,11 @@
 #include "gguf/tensor_types.h"
 #include "kernels/small_batch_matmul.h"
 
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 KVSERVE_KERNEL_TARGET_BEGIN
 #include "kernels/quant_decode.h"
 
 #if KVSERVE_HAS_AVX512
-_Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
+KVSERVE_VNNI_TARGET_BEGIN
 #include "kernels/quant_levels_avx512.h"
 #include "kernels/quant_panel_avx512.h"
 
@@ -34,60 +27,7 @@ namespace {
 
 using namespace panel;
 
-// One activation row rounded per block of 32.
-struct Row32 {
-  const int8_t* q;      // [n_in]
-  const float* d;       // [n_in / 32] block scales
-  const int32_t* off;   // [n_in / 32] the weight type's level offset x the block's level sum
-  const float* dsum;    // [n_in / 32] block scale x the block's level sum (the minimums' factor)
-};
-
-int64_t row_stride(int64_t n_in) { return (n_in + n_in / 32 * 12 + 63) / 64 * 64; }
-
-Row32 round_row(const float* x, int64_t n_in, int32_t offset, uint8_t* scratch) {
-  auto* q = reinterpret_cast<int8_t*>(scratch);
-  auto* d = reinterpret_cast<float*>(scratch + n_in);
-  auto* off = reinterpret_cast<int32_t*>(d + n_in / 32);
-  float* dsum = reinterpret_cast<float*>(off + n_in / 32);
-  for (int64_t b = 0; b < n_in / 32; ++b) {
-    d[b] = levels::round_block32(x + 32 * b, q + 32 * b);
-    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
-                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)));
-    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-    const int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, _MM_SHUFFLE(2, 3, 0, 1))));
-    off[b] = offset * sum;
-    dsum[b] = d[b] * static_cast<float>(sum);
-  }
-  return {q, d, off, dsum};
-}
-
-// Each type: its block, the unsigned levels of two blocks (64 values, natural order), their
-// offset, and whether the block has a minimum (value = d·q + m) after its scale.
-template <typename B, int32_t kOffset, bool kHasMin>
-struct Type32 {
-  using Block = B;
-  static constexpr int32_t offset = kOffset;
-  static constexpr bool has_min = kHasMin;
-};
-struct TypeQ8_0 : Type32<quant::BlockQ8_0, 128, false> {
-  static __m512i levels(const Block* b) { return levels::q8_0_pair(b); }
-};
-struct TypeQ4_0 : Type32<quant::BlockQ4_0, 8, false> {
-  static __m512i levels(const Block* b) { return levels::q4_0_pair(b); }
-};
-struct TypeQ5_0 : Type32<quant::BlockQ5_0, 16, false> {
-  static __m512i levels(const Block* b) { return levels::q5_0_pair(b); }
-};
-struct TypeQ4_1 : Type32<quant::BlockQ4_1, 0, true> {
-  static __m512i levels(const Block* b) { return levels::q4_1_pair(b); }
-};
-struct TypeQ5_1 : Type32<quant::BlockQ5_1, 0, true> {
-  static __m512i levels(const Block* b) { return levels::q5_1_pair(b); }
-};
-struct TypeIQ4_NL : Type32<quant::BlockIQ4_NL, 128, false> {
-  static __m512i levels(const Block* b) { return levels::iq4_nl_pair(b); }
-};
+using levels::Row32;
 
 struct Panel32 {
   std::vector<IntVec> w;       // [n_in / 4]: lane i = 4 levels of row i
@@ -135,9 +75,10 @@ void tile(const Panel32& p, const Row32* x, int64_t n_in, __m512* out) {
       for (int r = 0; r < R; ++r) dot[r] = _mm512_dpbusd_epi32(dot[r], wv, broadcast4(x[r].q + 32 * b + 4 * t));
     }
     for (int r = 0; r < R; ++r) {
-      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[r], _mm512_set1_epi32(x[r].off[b])));
+      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[r], _mm512_set1_epi32(T::offset * x[r].sum[b])));
       acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(p.d[b].v, _mm512_set1_ps(x[r].d[b])), acc[r]);
-      if constexpr (T::has_min) acc[r] = _mm512_fmadd_ps(p.m[b].v, _mm512_set1_ps(x[r].dsum[b]), acc[r]);
+      if constexpr (T::has_min)
+        acc[r] = _mm512_fmadd_ps(p.m[b].v, _mm512_set1_ps(x[r].d[b] * static_cast<float>(x[r].sum[b])), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
@@ -146,10 +87,10 @@ void tile(const Panel32& p, const Row32* x, int64_t n_in, __m512* out) {
 template <class T>
 void gemm(const QuantMatmulArgs& a) {
   Row32 x[kSmallBatchRows];
-  const int64_t stride = row_stride(a.n_in);
+  const int64_t stride = levels::row32_bytes(a.n_in);
 #pragma omp parallel for schedule(static) if (a.m > 4)
   for (int64_t r = 0; r < a.m; ++r)
-    x[r] = round_row(a.x + r * a.n_in, a.n_in, T::offset, static_cast<uint8_t*>(a.scratch) + r * stride);
+    x[r] = levels::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
   const int64_t panels = (a.n_out + kPanel - 1) / kPanel;
 #pragma omp parallel
   {
@@ -186,25 +127,16 @@ void gemm(const QuantMatmulArgs& a) {
 }  // namespace
 
 bool gemm32_int8_applies(uint32_t type) {
-  const auto t = static_cast<TensorType>(type);
-  return t == TensorType::kQ8_0 || t == TensorType::kQ4_0 || t == TensorType::kQ5_0 || t == TensorType::kQ4_1 ||
-         t == TensorType::kQ5_1 || t == TensorType::kIQ4_NL;
+  return levels::with_type32(type, [](auto) {});
 }
 
 void quant_gemm32_int8(const QuantMatmulArgs& a) {
-  switch (static_cast<TensorType>(a.type)) {
-    case TensorType::kQ8_0: gemm<TypeQ8_0>(a); break;
-    case TensorType::kQ4_0: gemm<TypeQ4_0>(a); break;
-    case TensorType::kQ5_0: gemm<TypeQ5_0>(a); break;
-    case TensorType::kQ4_1: gemm<TypeQ4_1>(a); break;
-    case TensorType::kQ5_1: gemm<TypeQ5_1>(a); break;
-    default: gemm<TypeIQ4_NL>(a); break;
-  }
+  levels::with_type32(a.type, [&](auto t) { gemm<decltype(t)>(a); });
 }
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 
-_Pragma("GCC pop_options")
+KVSERVE_VNNI_TARGET_END
 #else   // levels without AVX-512: the float path always
 namespace kvserve::KVSERVE_KERNEL_NS {
 bool gemm32_int8_applies(uint32_t) { return false; }

@@ -5,11 +5,7 @@
 // integers and meet a float once; more rows take the panel GEMM of kernels/quant_kgemm_int8.cc.
 #include "kernels/quant_dot_int8.h"
 
-// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/intrinsics.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -19,15 +15,10 @@
 #include "gguf/tensor_types.h"
 #include "kernels/small_batch_matmul.h"
 
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 KVSERVE_KERNEL_TARGET_BEGIN
 #include "kernels/quant_decode.h"
 
-#if KVSERVE_HAS_AVX512
-_Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
-#endif
+KVSERVE_VNNI_TARGET_BEGIN
 #include "kernels/quant_levels_avx512.h"
 #include "kernels/quant_k_rows_avx512.h"
 
@@ -192,7 +183,5 @@ void quant_matmul_kquant_int8(const QuantMatmulArgs&) {}
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 
-#if KVSERVE_HAS_AVX512
-_Pragma("GCC pop_options")
-#endif
+KVSERVE_VNNI_TARGET_END
 KVSERVE_KERNEL_TARGET_END

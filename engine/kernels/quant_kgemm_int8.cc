@@ -7,11 +7,7 @@
 // meet a float once per super-block, as in the fused kernel (kernels/quant_kdot_int8.cc).
 #include "kernels/quant_dot_int8.h"
 
-// GCC 12 warns inside its own AVX-512 header (_mm512_undefined_ps is self-initialised).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/intrinsics.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -20,14 +16,11 @@
 
 #include "gguf/tensor_types.h"
 
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 KVSERVE_KERNEL_TARGET_BEGIN
 #include "kernels/quant_decode.h"
 
 #if KVSERVE_HAS_AVX512
-_Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
+KVSERVE_VNNI_TARGET_BEGIN
 #include "kernels/quant_levels_avx512.h"
 #include "kernels/quant_k_rows_avx512.h"
 #include "kernels/quant_panel_avx512.h"
@@ -38,7 +31,6 @@ namespace {
 using levels::load32;
 using levels::load64;
 using namespace panel;
-
 
 template <Kind kKind>
 constexpr int kSubBlocks = kKind == Kind::kQ6K ? 16 : 8;  // per super-block, each with a scale
@@ -202,6 +194,6 @@ void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ6K>(a, 
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS::krows
 
-_Pragma("GCC pop_options")
+KVSERVE_VNNI_TARGET_END
 #endif
 KVSERVE_KERNEL_TARGET_END

@@ -5,6 +5,12 @@
 // Included inside a kernel level's target region (AVX-512 with VNNI) by each.
 #pragma once
 
+// The integer kernels' casts and extracts between vector widths inline GCC 12's self-initialised
+// "undefined" vectors, which its uninitialized-use warnings then flag inside our functions: off
+// for every file that includes this (all of them use those casts).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #if KVSERVE_HAS_AVX512
 namespace kvserve::KVSERVE_KERNEL_NS::levels {
 
@@ -21,6 +27,35 @@ inline float round_block32(const float* x, int8_t* q) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, s))));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, s))));
   return d;
+}
+
+// One activation row rounded per block of 32, with the sums the types' offsets and minimums
+// need.
+struct Row32 {
+  const int8_t* q;        // [n_in] levels
+  const float* d;         // [n_in / 32] block scales
+  const int32_t* lanes;   // [n_in / 4] sums of each 4 levels (one vpdpbusd lane)
+  const int32_t* sum;     // [n_in / 32] sums of each block's levels
+};
+
+// Scratch bytes of one rounded row (a multiple of 64).
+inline int64_t row32_bytes(int64_t n_in) { return (2 * n_in + n_in / 4 + 63) / 64 * 64; }
+
+// x: [n_in] into scratch (row32_bytes(n_in) bytes, 64-byte aligned).
+inline Row32 round_row32(const float* x, int64_t n_in, uint8_t* scratch) {
+  auto* q = reinterpret_cast<int8_t*>(scratch);
+  auto* lanes = reinterpret_cast<int32_t*>(scratch + n_in);
+  auto* d = reinterpret_cast<float*>(lanes + n_in / 4);
+  auto* sum = reinterpret_cast<int32_t*>(d + n_in / 32);
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    d[b] = round_block32(x + 32 * b, q + 32 * b);
+    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), load32(q + 32 * b));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 8 * b), sums);
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    sum[b] = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, _MM_SHUFFLE(2, 3, 0, 1))));
+  }
+  return {q, d, lanes, sum};
 }
 
 // Two Q8_0 blocks: w + 128 (so that the levels are unsigned; the offset is 128).
@@ -71,6 +106,48 @@ inline __m512i iq4_nl_pair(const quant::BlockIQ4_NL* b) {
   const __m128i lv = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)),
                                    _mm_set1_epi8(static_cast<char>(0x80)));
   return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lv), idx);
+}
+
+// The 32-value block types on the integer path, for the fused kernel and the panel GEMM: the
+// block, the levels of two blocks (64 values, value order, unsigned), the levels' offset, and
+// whether the block has a minimum after its scale (value = d·q + m; then the offset is 0).
+template <typename B, int32_t kOffset, bool kHasMin>
+struct Type32 {
+  using Block = B;
+  static constexpr int32_t offset = kOffset;
+  static constexpr bool has_min = kHasMin;
+};
+struct TypeQ8_0 : Type32<quant::BlockQ8_0, 128, false> {
+  static __m512i levels(const Block* b) { return q8_0_pair(b); }
+};
+struct TypeQ4_0 : Type32<quant::BlockQ4_0, 8, false> {
+  static __m512i levels(const Block* b) { return q4_0_pair(b); }
+};
+struct TypeQ5_0 : Type32<quant::BlockQ5_0, 16, false> {
+  static __m512i levels(const Block* b) { return q5_0_pair(b); }
+};
+struct TypeQ4_1 : Type32<quant::BlockQ4_1, 0, true> {
+  static __m512i levels(const Block* b) { return q4_1_pair(b); }
+};
+struct TypeQ5_1 : Type32<quant::BlockQ5_1, 0, true> {
+  static __m512i levels(const Block* b) { return q5_1_pair(b); }
+};
+struct TypeIQ4_NL : Type32<quant::BlockIQ4_NL, 128, false> {
+  static __m512i levels(const Block* b) { return iq4_nl_pair(b); }
+};
+
+// Calls f(T{}) with the type of `type` (a TensorType id); false if it is not one of them.
+template <class F>
+inline bool with_type32(uint32_t type, F&& f) {
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kQ8_0: f(TypeQ8_0{}); return true;
+    case TensorType::kQ4_0: f(TypeQ4_0{}); return true;
+    case TensorType::kQ5_0: f(TypeQ5_0{}); return true;
+    case TensorType::kQ4_1: f(TypeQ4_1{}); return true;
+    case TensorType::kQ5_1: f(TypeQ5_1{}); return true;
+    case TensorType::kIQ4_NL: f(TypeIQ4_NL{}); return true;
+    default: return false;
+  }
 }
 
 // Q4_K/Q5_K's 8 six-bit scales and mins (quant::k_scale_min's layout) as bytes in 32-bit words,

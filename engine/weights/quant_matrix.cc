@@ -28,8 +28,8 @@ void QuantMatrix::count_bytes(std::map<TensorType, int64_t>& by_type) const {
   for (const Part& p : parts_) by_type[p.type] += p.rows * p.row_bytes;
 }
 
-bool QuantMatrix::int8_gemm(const Part& p) const {
-  return int8_activations_ && ctx_->kernels->int8_gemm_applies(static_cast<uint32_t>(p.type), n_in_);
+bool QuantMatrix::int8_path(const Part& p) const {
+  return int8_activations_ && ctx_->kernels->int8_path_applies(static_cast<uint32_t>(p.type), n_in_);
 }
 
 int64_t QuantMatrix::panel_rows() const {
@@ -44,7 +44,7 @@ void QuantMatrix::prepare(int64_t max_rows, bool /*accumulate*/) {
     const auto need = static_cast<size_t>(int8_scratch_bytes(std::min(max_rows, kSmallBatchRows), n_in_));
     if (ctx_->activation_scratch.size() < need) ctx_->activation_scratch.resize(need);
   }
-  if (max_rows > kSmallBatchRows && !std::all_of(parts_.begin(), parts_.end(), [&](const Part& p) { return int8_gemm(p); })) {
+  if (max_rows > kSmallBatchRows && !std::all_of(parts_.begin(), parts_.end(), [&](const Part& p) { return int8_path(p); })) {
     const size_t need = static_cast<size_t>(panel_rows() * n_in_);
     if (ctx_->panel.size() < need) ctx_->panel.resize(need);
   }
@@ -54,9 +54,9 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
   if (m == 0) return;
   int64_t col = 0;
   for (const Part& p : parts_) {
-    // Decode-sized batches, and prompt-sized ones on the integer GEMM (which takes them
+    // Decode-sized batches, and prompt-sized ones on the integer path (which takes them
     // kSmallBatchRows rows at a time): the small-batch kernels; else decoded panels.
-    if (m <= kSmallBatchRows || int8_gemm(p)) {
+    if (m <= kSmallBatchRows || int8_path(p)) {
       if (int8_activations_) prepare(m, accumulate);
       ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
                                                   .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,

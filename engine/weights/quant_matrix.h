@@ -31,8 +31,9 @@ class QuantMatrix final : public WeightMatrix {
   int64_t panel_rows() const;
 
  private:
-  // Whether the part's prompt-sized products take the integer GEMM (else: decoded panels).
-  bool int8_gemm(const Part& p) const;
+  // Whether the part takes the integer path, which then serves every height (else: the float
+  // small-batch kernel, and decoded panels for prompts).
+  bool int8_path(const Part& p) const;
 
   ComputeContext* ctx_;
   std::vector<Part> parts_;

@@ -69,7 +69,7 @@ std::vector<float> rounded(const std::vector<float>& x, int64_t rows, int64_t n_
   return out;
 }
 
-void check(const Case& c, KernelLevel level, bool int8);
+void check(const Case& c, KernelLevel level, bool int8, bool packed = false);
 
 TEST_P(HeldMatrix, MatchesTheDecodedDefinitionAtEveryBatchHeight) {
   check(std::get<0>(GetParam()), std::get<1>(GetParam()), false);
@@ -81,10 +81,18 @@ TEST_P(HeldMatrix, IntegerPathMatchesTheDefinitionOnRoundedActivations) {
   check(std::get<0>(GetParam()), std::get<1>(GetParam()), true);
 }
 
-void check(const Case& c, KernelLevel level, bool int8) {
+// Parts of 48 rows packed into panels where the level allows (kernels/quant_dot_int8.h), as
+// the loader holds them: the same definition on the rounded activations.
+TEST_P(HeldMatrix, PackedPanelsMatchTheDefinitionOnRoundedActivations) {
+  check(std::get<0>(GetParam()), std::get<1>(GetParam()), true, true);
+}
+
+void check(const Case& c, KernelLevel level, bool int8, bool packed) {
   ComputeContext ctx(kernel_table(level));
   std::mt19937 rng(5);
-  const int64_t rows_per_part = 45, n_in = c.n_in;  // not a multiple of any kernel's row group
+  // Unpacked: not a multiple of any kernel's row group; packed: three panels.
+  const int64_t rows_per_part = packed ? 48 : 45, n_in = c.n_in;
+  int packed_parts = 0;
   std::vector<std::vector<uint8_t>> storage;
   std::vector<HeldRows> parts;
   std::vector<float> w;  // the definition: every row decoded, [n_out, n_in]
@@ -94,7 +102,13 @@ void check(const Case& c, KernelLevel level, bool int8) {
     parts.push_back({t, storage.back().data(), rows_per_part, row_bytes});
     w.resize(w.size() + rows_per_part * n_in);
     tensor_type(t).to_float(storage.back().data(), w.data() + w.size() - rows_per_part * n_in, rows_per_part * n_in);
+    if (packed && ctx.kernels->panels_apply(static_cast<uint32_t>(t), n_in, rows_per_part)) {
+      ctx.kernels->pack_panels(static_cast<uint32_t>(t), storage.back().data(), rows_per_part, row_bytes, n_in);
+      parts.back().panels = true;
+      ++packed_parts;
+    }
   }
+  if (packed && packed_parts == 0) GTEST_SKIP() << "no part of this case is held as panels at this level";
   QuantMatrix m(ctx, parts, n_in, int8);
   // The parts the integer path takes (at every height: prompt sizes too).
   std::vector<bool> part_int8;

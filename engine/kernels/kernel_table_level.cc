@@ -26,6 +26,8 @@ const KernelTable& table() {
       .quant_matmul = quant_matmul,
       .dequantize_rows = dequantize_rows,
       .int8_path_applies = int8_path_applies,
+      .panels_apply = panels_apply,
+      .pack_panels = pack_panels,
       .write_kv_f32 = write_kv<float>,
       .write_kv_f16 = write_kv<_Float16>,
       .write_kv_q8 = write_kv_q8,

@@ -34,15 +34,28 @@ void quant_matmul_int8(const QuantMatmulArgs& a) {
   }
   if (kquant_int8_applies(a.type))
     quant_matmul_kquant_int8(a);
+  else if (a.panels)
+    panels32_int8(a);
   else if (a.m <= kMatvecMaxRows && int8_matvec_applies(a.type, a.n_in))
     quant_matvec_int8(a);
   else
     quant_gemm32_int8(a);
 }
 
+bool panels_apply(uint32_t type, int64_t n_in, int64_t rows) { return int8_path_applies(type, n_in) && rows % 16 == 0; }
+
+void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  if (kquant_int8_applies(type))
+    pack_kquant_panels(type, w, rows, row_bytes, n_in);
+  else
+    pack_panels32(type, w, rows, row_bytes, n_in);
+}
+
 #else   // levels without AVX-512: the float path always
 bool int8_path_applies(uint32_t, int64_t) { return false; }
 void quant_matmul_int8(const QuantMatmulArgs&) {}
+bool panels_apply(uint32_t, int64_t, int64_t) { return false; }
+void pack_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
 #endif
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS

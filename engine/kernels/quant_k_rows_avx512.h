@@ -89,11 +89,44 @@ inline __m512i levels_of(const uint8_t* block, int c) {
   }
 }
 
+inline __m512i byte_of(__m512i words, int b) { return _mm512_and_si512(_mm512_srli_epi32(words, 8 * b), _mm512_set1_epi32(0xFF)); }
+
+// Q4_K/Q5_K's 12 scale bytes of 16 rows (a0, a1, a2: lane i = row i's bytes 0-3, 4-7, 8-11, as
+// quant_levels' k4_scale_words reads them) as the int32 scale of each sub-block, sc[8], and the
+// minimums as int16 pairs of sub-blocks (2j, 2j + 1), pr[4]; lane i = row i.
+inline void k4_scales(__m512i a0, __m512i a1, __m512i a2, __m512i* sc, __m512i* pr) {
+  const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi32(0x0f0f0f0f), m2 = _mm512_set1_epi32(0x03030303);
+  const __m512i s_lo = _mm512_and_si512(a0, m6);
+  const __m512i s_hi = _mm512_or_si512(_mm512_and_si512(a2, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a0, 6), m2), 4));
+  const __m512i m_lo = _mm512_and_si512(a1, m6);
+  const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a2, 4), m4),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a1, 6), m2), 4));
+  for (int b = 0; b < 4; ++b) sc[b] = byte_of(s_lo, b), sc[4 + b] = byte_of(s_hi, b);
+  for (int j = 0; j < 2; ++j) {
+    pr[j] = _mm512_or_si512(byte_of(m_lo, 2 * j), _mm512_slli_epi32(byte_of(m_lo, 2 * j + 1), 16));
+    pr[2 + j] = _mm512_or_si512(byte_of(m_hi, 2 * j), _mm512_slli_epi32(byte_of(m_hi, 2 * j + 1), 16));
+  }
+}
+
+// Q6_K's 16 int8 scales of 16 rows (words[q]: lane i = row i's scales 4q..4q+3) as int32,
+// sc[16], and as int16 pairs (2j, 2j + 1), pr[8]; lane i = row i.
+inline void k6_scales(const __m512i* words, __m512i* sc, __m512i* pr) {
+  for (int q = 0; q < 4; ++q)
+    for (int b = 0; b < 4; ++b) sc[4 * q + b] = _mm512_srai_epi32(_mm512_slli_epi32(words[q], 24 - 8 * b), 24);
+  for (int j = 0; j < 8; ++j)
+    pr[j] = _mm512_or_si512(_mm512_and_si512(sc[2 * j], _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc[2 * j + 1], 16));
+}
+
 // 5-64 activation rows x[0..a.m) (rounded by round_row_k for the matrix's type) times the
 // matrix, into a.y (kernels/quant_kgemm_int8.cc).
 void kgemm_q4_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q5_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x);
+// The same product on packed panels (a.w as pack_kpanels left it; a.n_out a multiple of 16),
+// at any height (kernels/quant_kgemm_int8.cc).
+void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x);
+// w: [rows, row_bytes] in the kind's blocks (rows a multiple of 16), packed in place.
+void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS::krows
 #endif

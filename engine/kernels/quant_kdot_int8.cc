@@ -168,6 +168,10 @@ void quant_matmul_kquant_int8(const QuantMatmulArgs& a) {
 #pragma omp parallel for schedule(static) if (a.m > 4)
   for (int64_t r = 0; r < a.m; ++r)
     x[r] = krows::round_row_k(a.x + r * a.n_in, a.n_in, kind, static_cast<uint8_t*>(a.scratch) + r * stride);
+  if (a.panels) {
+    krows::kpanels(kind, a, x);
+    return;
+  }
   const bool few = a.m <= kMatvecMaxRows;
   switch (kind) {
     case Kind::kQ4K: few ? fused<Kind::kQ4K>(a, x) : kgemm_q4_k(a, x); break;
@@ -176,9 +180,14 @@ void quant_matmul_kquant_int8(const QuantMatmulArgs& a) {
   }
 }
 
+void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  krows::pack_kpanels(krows::kind_of(type), w, rows, row_bytes, n_in);
+}
+
 #else   // levels without AVX-512: the float path always
 bool kquant_int8_applies(uint32_t) { return false; }
 void quant_matmul_kquant_int8(const QuantMatmulArgs&) {}
+void pack_kquant_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
 #endif
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS

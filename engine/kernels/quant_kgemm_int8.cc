@@ -43,8 +43,6 @@ struct Panel {
   std::vector<FloatVec> d, dmin;  // [super-blocks]
 };
 
-inline __m512i byte_of(__m512i words, int b) { return _mm512_and_si512(_mm512_srli_epi32(words, 8 * b), _mm512_set1_epi32(0xFF)); }
-
 // Rows [0, rows) of the panel at w (row_bytes apart; the rest zero) into p; the next panel's
 // bytes (next, null for none) requested into L2 meanwhile.
 template <Kind kKind>
@@ -63,7 +61,7 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t blocks,
     if (next)
       for (int i = 0; i < next_rows; ++i)
         for (int64_t off = 0; off < kBytes; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(next + i * row_bytes + k * kBytes + off), _MM_HINT_T1);
+          prefetch_l2(next + i * row_bytes + k * kBytes + off);
     const uint8_t* base = w + k * kBytes;
     for (int c = 0; c < 4; ++c) {
       __m512i r[kPanel];
@@ -74,12 +72,12 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t blocks,
     IntVec* sc = &p.scale[kSub * k];
     IntVec* pr = &p.pair[kSub / 2 * k];
     if constexpr (kKind == Kind::kQ6K) {
-      for (int q = 0; q < 4; ++q) {
-        const __m512i words = gather(base, static_cast<int>(offsetof(quant::BlockQ6_K, scales)) + 4 * q);
-        for (int b = 0; b < 4; ++b) sc[4 * q + b].v = _mm512_srai_epi32(_mm512_slli_epi32(words, 24 - 8 * b), 24);
-      }
-      for (int j = 0; j < 8; ++j)
-        pr[j].v = _mm512_or_si512(_mm512_and_si512(sc[2 * j].v, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc[2 * j + 1].v, 16));
+      __m512i words[4];
+      for (int q = 0; q < 4; ++q) words[q] = gather(base, static_cast<int>(offsetof(quant::BlockQ6_K, scales)) + 4 * q);
+      __m512i s[16], q[8];
+      k6_scales(words, s, q);
+      for (int j = 0; j < 16; ++j) sc[j].v = s[j];
+      for (int j = 0; j < 8; ++j) pr[j].v = q[j];
       // d is the block's last two bytes: read the word ending there.
       const __m512i dw = gather(base, static_cast<int>(offsetof(quant::BlockQ6_K, d)) - 2);
       p.d[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dw, 16)));
@@ -87,17 +85,10 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t blocks,
       // The 12 scale bytes as quant_levels' k4_scale_words unpacks them, one lane per row.
       const int so = static_cast<int>(kKind == Kind::kQ5K ? offsetof(quant::BlockQ5_K, scales) : offsetof(quant::BlockQ4_K, scales));
       const __m512i a0 = gather(base, so), a1 = gather(base, so + 4), a2 = gather(base, so + 8);
-      const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi32(0x0f0f0f0f), m2 = _mm512_set1_epi32(0x03030303);
-      const __m512i s_lo = _mm512_and_si512(a0, m6);
-      const __m512i s_hi = _mm512_or_si512(_mm512_and_si512(a2, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a0, 6), m2), 4));
-      const __m512i m_lo = _mm512_and_si512(a1, m6);
-      const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a2, 4), m4),
-                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a1, 6), m2), 4));
-      for (int b = 0; b < 4; ++b) sc[b].v = byte_of(s_lo, b), sc[4 + b].v = byte_of(s_hi, b);
-      for (int j = 0; j < 2; ++j) {
-        pr[j].v = _mm512_or_si512(byte_of(m_lo, 2 * j), _mm512_slli_epi32(byte_of(m_lo, 2 * j + 1), 16));
-        pr[2 + j].v = _mm512_or_si512(byte_of(m_hi, 2 * j), _mm512_slli_epi32(byte_of(m_hi, 2 * j + 1), 16));
-      }
+      __m512i s[8], q[4];
+      k4_scales(a0, a1, a2, s, q);
+      for (int j = 0; j < 8; ++j) sc[j].v = s[j];
+      for (int j = 0; j < 4; ++j) pr[j].v = q[j];
       const __m512i dd = gather(base, 0);  // d, dmin
       p.d[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
       p.dmin[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
@@ -105,47 +96,105 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t blocks,
   }
 }
 
-// R activation rows times the panel over every super-block: out[r] lane i = output of row i.
-template <Kind kKind, int R>
-void tile(const Panel& p, const KRow* x, int64_t blocks, __m512* out) {
+// A panel unpacked by unpack_panel, for tile().
+template <Kind kKind>
+struct UnpackedSource {
+  static constexpr int kSub = kSubBlocks<kKind>;
+  const Panel& p;
+  void begin(int64_t) {}
+  void steps(int64_t k, int step, __m512i& w0, __m512i& w1) const {
+    w0 = p.w[64 * k + step].v;
+    w1 = p.w[64 * k + step + 1].v;
+  }
+  __m512i scale(int64_t k, int sub) const { return p.scale[kSub * k + sub].v; }
+  __m512i pair(int64_t k, int j) const { return p.pair[kSub / 2 * k + j].v; }
+  __m512 d(int64_t k) const { return p.d[k].v; }
+  __m512 dmin(int64_t k) const { return p.dmin[k].v; }
+};
+
+// R activation rows times P panels (Source: UnpackedSource or PackedSource) over every
+// super-block: out[p * R + r] lane i = output of row i of panel p. Several panels at once give
+// one row several streams through memory, which the hardware prefetchers serve faster than one.
+template <Kind kKind, int R, int P, class Source>
+void tile(Source* src, const KRow* x, int64_t blocks, __m512* out) {
   constexpr int kSub = kSubBlocks<kKind>, kSteps = 64 / kSub;  // 4-level steps per sub-block
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  __m512 acc[P][R];
+  for (int p = 0; p < P; ++p)
+    for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < blocks; ++k) {
-    __m512i isum[R], side[R];
-    for (int r = 0; r < R; ++r) isum[r] = side[r] = _mm512_setzero_si512();
+    for (int p = 0; p < P; ++p) src[p].begin(k);
+    __m512i isum[P][R], side[P][R];
+    for (int p = 0; p < P; ++p)
+      for (int r = 0; r < R; ++r) isum[p][r] = side[p][r] = _mm512_setzero_si512();
     for (int s = 0; s < kSub; ++s) {
-      __m512i dot[R];
-      for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
-      for (int t = 0; t < kSteps; ++t) {
+      // Two chains of vpdpbusd each, so that few rows do not wait on their latency.
+      __m512i dot[P][R], dot1[P][R];
+      for (int p = 0; p < P; ++p)
+        for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
+      for (int t = 0; t < kSteps; t += 2) {
         const int step = s * kSteps + t;
-        const __m512i wv = p.w[64 * k + step].v;
-        for (int r = 0; r < R; ++r) dot[r] = _mm512_dpbusd_epi32(dot[r], wv, broadcast4(x[r].q + 256 * k + 4 * step));
+        __m512i x0[R], x1[R];
+        for (int r = 0; r < R; ++r) {
+          x0[r] = broadcast4(x[r].q + 256 * k + 4 * step);
+          x1[r] = broadcast4(x[r].q + 256 * k + 4 * step + 4);
+        }
+        for (int p = 0; p < P; ++p) {
+          __m512i w0, w1;
+          src[p].steps(k, step, w0, w1);
+          for (int r = 0; r < R; ++r) {
+            dot[p][r] = _mm512_dpbusd_epi32(dot[p][r], w0, x0[r]);
+            dot1[p][r] = _mm512_dpbusd_epi32(dot1[p][r], w1, x1[r]);
+          }
+        }
       }
-      // Position s of the activations' order holds sub-block kK4Order[s] for Q4_K/Q5_K.
-      const __m512i scale = p.scale[kSub * k + (kKind == Kind::kQ6K ? s : kK4Order[s])].v;
-      for (int r = 0; r < R; ++r) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(dot[r], scale));
+      for (int p = 0; p < P; ++p) {
+        // Position s of the activations' order holds sub-block kK4Order[s] for Q4_K/Q5_K.
+        const __m512i scale = src[p].scale(k, kKind == Kind::kQ6K ? s : kK4Order[s]);
+        for (int r = 0; r < R; ++r)
+          isum[p][r] = _mm512_add_epi32(isum[p][r], _mm512_mullo_epi32(_mm512_add_epi32(dot[p][r], dot1[p][r]), scale));
+      }
     }
     // Q4_K/Q5_K: Σ minimum·sums32; Q6_K: Σ scale·sums16 (the levels' offset of 32).
-    for (int j = 0; j < kSub / 2; ++j) {
-      const __m512i pr = p.pair[kSub / 2 * k + j].v;
+    for (int j = 0; j < kSub / 2; ++j)
       for (int r = 0; r < R; ++r) {
         const int16_t* sums = kKind == Kind::kQ6K ? x[r].sums16 + 16 * k : x[r].sums32 + 8 * k;
-        side[r] = _mm512_dpwssd_epi32(side[r], pr, broadcast4(sums + 2 * j));
+        const __m512i xs = broadcast4(sums + 2 * j);
+        for (int p = 0; p < P; ++p) side[p][r] = _mm512_dpwssd_epi32(side[p][r], src[p].pair(k, j), xs);
       }
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m512 dx = _mm512_set1_ps(x[r].d[k]);
-      if constexpr (kKind == Kind::kQ6K) {
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(isum[r], _mm512_slli_epi32(side[r], 5))),
-                                 _mm512_mul_ps(p.d[k].v, dx), acc[r]);
-      } else {
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(p.d[k].v, dx), acc[r]);
-        acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side[r]), _mm512_mul_ps(p.dmin[k].v, dx), acc[r]);
+    for (int p = 0; p < P; ++p) {
+      const __m512 d = src[p].d(k);
+      for (int r = 0; r < R; ++r) {
+        const __m512 dx = _mm512_set1_ps(x[r].d[k]);
+        if constexpr (kKind == Kind::kQ6K) {
+          acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(isum[p][r], _mm512_slli_epi32(side[p][r], 5))),
+                                      _mm512_mul_ps(d, dx), acc[p][r]);
+        } else {
+          acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][r]), _mm512_mul_ps(d, dx), acc[p][r]);
+          acc[p][r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side[p][r]), _mm512_mul_ps(src[p].dmin(k), dx), acc[p][r]);
+        }
       }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = acc[r];
+  for (int p = 0; p < P; ++p)
+    for (int r = 0; r < R; ++r) out[p * R + r] = acc[p][r];
+}
+
+// Rows [r0, r0 + kTile) of x times a panel into y's columns [j0, j0 + 16) (live: which of them).
+template <Kind kKind, class Source>
+void tile_rows(Source& src, const QuantMatmulArgs& a, const KRow* x, int64_t blocks, int64_t r0, int64_t j0, __mmask16 live) {
+  __m512 out[kTile];
+  const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
+  switch (rows) {
+    case 1: tile<kKind, 1, 1>(&src, x + r0, blocks, out); break;
+    case 2: tile<kKind, 2, 1>(&src, x + r0, blocks, out); break;
+    case 3: tile<kKind, 3, 1>(&src, x + r0, blocks, out); break;
+    default: tile<kKind, 4, 1>(&src, x + r0, blocks, out); break;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = a.y + (r0 + r) * a.ldy + j0;
+    const __m512 v = a.accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(live, y), out[r]) : out[r];
+    _mm512_mask_storeu_ps(y, live, v);
+  }
 }
 
 template <Kind kKind>
@@ -168,21 +217,190 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
       unpack_panel<kKind>(a.w + j0 * a.row_bytes, a.row_bytes, rows, blocks,
                           next_rows > 0 ? a.w + (j0 + kPanel) * a.row_bytes : nullptr, next_rows, p);
       const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
-      for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
-        __m512 out[kTile];
-        switch (std::min<int64_t>(kTile, a.m - r0)) {
-          case 1: tile<kKind, 1>(p, x + r0, blocks, out); break;
-          case 2: tile<kKind, 2>(p, x + r0, blocks, out); break;
-          case 3: tile<kKind, 3>(p, x + r0, blocks, out); break;
-          default: tile<kKind, 4>(p, x + r0, blocks, out); break;
-        }
-        for (int64_t r = 0; r < std::min<int64_t>(kTile, a.m - r0); ++r) {
-          float* y = a.y + (r0 + r) * a.ldy + j0;
-          const __m512 v = a.accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(live, y), out[r]) : out[r];
-          _mm512_mask_storeu_ps(y, live, v);
-        }
+      UnpackedSource<kKind> src{p};
+      for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, j0, live);
+    }
+  }
+}
+
+// The K types held as packed panels (pack_kpanels): each 16 rows' bytes rewritten once at load,
+// in place and to the same size, in the order tile() reads them, so that a product streams each
+// panel front to back. A panel of 16 rows and `blocks` super-blocks, in order:
+//   levels  per super-block 32 vectors, vector u holding step 2u (lane i = 4 levels of row i, as
+//           unpack_panel orders them) in the low nibbles and step 2u + 1 in the high;
+//   high    Q5_K: per super-block 64 words of 64 bits, bit 4i + j of word t the fifth bit of
+//           level j of row i in step t; Q6_K: per sub-block one vector whose bits 2j, 2j + 1 of
+//           each byte are bits 4-5 of that byte's level in the sub-block's step j;
+//   words   per super-block 4 vectors: Q4_K/Q5_K the 12 scale bytes as three words (lane i =
+//           row i) and the (d, dmin) word; Q6_K the 16 scale bytes as four words;
+//   d       Q6_K: per super-block the 16 rows' F16 d.
+struct KLayout {
+  int64_t high, words, d;
+};
+template <Kind kKind>
+KLayout klayout(int64_t blocks) {
+  const int64_t high = 2048 * blocks;
+  const int64_t words = high + (kKind == Kind::kQ5K ? 512 : kKind == Kind::kQ6K ? 1024 : 0) * blocks;
+  return {high, words, words + 256 * blocks};
+}
+
+template <Kind kKind>
+void pack_kpanel(uint8_t* w, int64_t row_bytes, int64_t blocks, Panel& p, std::vector<IntVec>& words,
+                 std::vector<uint16_t>& d) {
+  constexpr int64_t kBytes = kBlockBytes<kKind>;
+  unpack_panel<kKind>(w, row_bytes, kPanel, blocks, nullptr, 0, p);
+  words.resize(static_cast<size_t>(4 * blocks));
+  d.resize(static_cast<size_t>(16 * blocks));
+  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  for (int64_t k = 0; k < blocks; ++k) {
+    const uint8_t* base = w + k * kBytes;
+    auto gather = [&](int offset) { return _mm512_i32gather_epi32(_mm512_add_epi32(at, _mm512_set1_epi32(offset)), base, 1); };
+    if constexpr (kKind == Kind::kQ6K) {
+      for (int q = 0; q < 4; ++q) words[4 * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ6_K, scales)) + 4 * q);
+      for (int i = 0; i < kPanel; ++i) std::memcpy(&d[16 * k + i], base + i * row_bytes + offsetof(quant::BlockQ6_K, d), 2);
+    } else {
+      const int so = static_cast<int>(kKind == Kind::kQ5K ? offsetof(quant::BlockQ5_K, scales) : offsetof(quant::BlockQ4_K, scales));
+      for (int q = 0; q < 3; ++q) words[4 * k + q].v = gather(so + 4 * q);
+      words[4 * k + 3].v = gather(0);  // d, dmin
+    }
+  }
+  // Everything is read: the panel's bytes are free to overwrite.
+  const KLayout lay = klayout<kKind>(blocks);
+  const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
+  for (int64_t k = 0; k < blocks; ++k) {
+    const IntVec* st = &p.w[64 * k];
+    for (int u = 0; u < 32; ++u)
+      _mm512_storeu_si512(w + 64 * (32 * k + u), _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
+                                                                _mm512_slli_epi16(_mm512_and_si512(st[2 * u + 1].v, nib), 4)));
+    if constexpr (kKind == Kind::kQ5K)
+      for (int t = 0; t < 64; ++t) {
+        const uint64_t bits = _mm512_test_epi8_mask(st[t].v, _mm512_set1_epi8(0x10));
+        std::memcpy(w + lay.high + 8 * (64 * k + t), &bits, 8);
+      }
+    if constexpr (kKind == Kind::kQ6K)
+      for (int s = 0; s < 16; ++s) {
+        __m512i h = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j)
+          h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(st[4 * s + j].v, 4), two), 2 * j));
+        _mm512_storeu_si512(w + lay.high + 64 * (16 * k + s), h);
+      }
+    for (int q = 0; q < 4; ++q) _mm512_storeu_si512(w + lay.words + 64 * (4 * k + q), words[4 * k + q].v);
+  }
+  if constexpr (kKind == Kind::kQ6K) std::memcpy(w + lay.d, d.data(), static_cast<size_t>(32 * blocks));
+}
+
+// A packed panel, for tile(): its scales unpacked per super-block, its levels as they are read.
+template <Kind kKind>
+struct PackedSource {
+  static constexpr int kSub = kSubBlocks<kKind>;
+  const uint8_t* p;
+  KLayout lay;
+  __m512i sc[kSub], pr[kSub / 2];
+  __m512 d_, dmin_;
+
+  void begin(int64_t k) {
+    const uint8_t* wd = p + lay.words + 256 * k;
+    for (int q = 0; q < 4; ++q) prefetch_l2(wd + 64 * q + kPanelAhead / 8);
+    if constexpr (kKind == Kind::kQ6K) {
+      const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
+      k6_scales(words, sc, pr);
+      d_ = _mm512_cvtph_ps(load32(p + lay.d + 32 * k));
+    } else {
+      k4_scales(load64(wd), load64(wd + 64), load64(wd + 128), sc, pr);
+      const __m512i dd = load64(wd + 192);
+      d_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+      dmin_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    }
+  }
+  void steps(int64_t k, int step, __m512i& w0, __m512i& w1) const {
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const uint8_t* at = p + 64 * (32 * k + step / 2);
+    prefetch_l2(at + kPanelAhead);
+    const __m512i v = load64(at);
+    w0 = _mm512_and_si512(v, nib);
+    w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+    if constexpr (kKind == Kind::kQ5K) {
+      uint64_t m0, m1;
+      if (step % 8 == 0) prefetch_l2(p + lay.high + 8 * (64 * k + step) + kPanelAhead / 4);
+      std::memcpy(&m0, p + lay.high + 8 * (64 * k + step), 8);
+      std::memcpy(&m1, p + lay.high + 8 * (64 * k + step + 1), 8);
+      w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(0x10));
+      w1 = _mm512_mask_add_epi8(w1, m1, w1, _mm512_set1_epi8(0x10));
+    }
+    if constexpr (kKind == Kind::kQ6K) {
+      // Steps 4s + j, j = 0, 1 or 2, 3: bits 2j of h to bits 4-5.
+      const uint8_t* hp = p + lay.high + 64 * (16 * k + step / 4);
+      if (step % 4 == 0) prefetch_l2(hp + kPanelAhead / 2);
+      const __m512i h = load64(hp), top = _mm512_set1_epi8(0x30);
+      const bool first = step % 4 == 0;
+      w0 = _mm512_or_si512(w0, _mm512_and_si512(first ? _mm512_slli_epi16(h, 4) : h, top));
+      w1 = _mm512_or_si512(w1, _mm512_and_si512(first ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2), top));
+    }
+  }
+  __m512i scale(int64_t, int sub) const { return sc[sub]; }
+  __m512i pair(int64_t, int j) const { return pr[j]; }
+  __m512 d(int64_t) const { return d_; }
+  __m512 dmin(int64_t) const { return dmin_; }
+};
+
+// One or two activation rows over P panels at a time (4 or 2: one stream each).
+template <Kind kKind, int R, int P>
+void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks, const KLayout& lay) {
+  const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < (panels + P - 1) / P; ++g) {
+    const int64_t p0 = g * P;
+    __m512 out[P * R];
+    if (p0 + P <= panels) {
+      PackedSource<kKind> src[P];
+      for (int p = 0; p < P; ++p) {
+        src[p].p = a.w + (p0 + p) * panel_bytes;
+        src[p].lay = lay;
+      }
+      tile<kKind, R, P>(src, x, blocks, out);
+    } else {
+      for (int64_t p = p0; p < panels; ++p) {
+        PackedSource<kKind> src{a.w + p * panel_bytes, lay, {}, {}, {}, {}};
+        tile<kKind, R, 1>(&src, x, blocks, out + (p - p0) * R);
       }
     }
+    for (int64_t p = p0; p < std::min(panels, p0 + P); ++p)
+      for (int r = 0; r < R; ++r) {
+        float* y = a.y + r * a.ldy + p * kPanel;
+        const __m512 v = out[(p - p0) * R + r];
+        _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
+      }
+  }
+}
+
+template <Kind kKind>
+void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
+  const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes;
+  const KLayout lay = klayout<kKind>(blocks);
+  if (a.m == 1) return few_rows<kKind, 1, 4>(a, x, blocks, lay);
+  if (a.m == 2) return few_rows<kKind, 2, 2>(a, x, blocks, lay);
+#pragma omp parallel for schedule(static)
+  for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
+    PackedSource<kKind> src{a.w + pi * panel_bytes, lay, {}, {}, {}, {}};
+    for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, pi * kPanel, 0xFFFF);
+  }
+}
+
+template <Kind kKind>
+void pack_kpanels_of(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+#pragma omp parallel
+  {
+    Panel p;
+    p.w.resize(static_cast<size_t>(n_in / 4));
+    p.scale.resize(static_cast<size_t>(n_in / 256 * kSubBlocks<kKind>));
+    p.pair.resize(static_cast<size_t>(n_in / 256 * kSubBlocks<kKind> / 2));
+    p.d.resize(static_cast<size_t>(n_in / 256));
+    p.dmin.resize(static_cast<size_t>(n_in / 256));
+    std::vector<IntVec> words;
+    std::vector<uint16_t> d;
+#pragma omp for schedule(static)
+    for (int64_t pi = 0; pi < rows / kPanel; ++pi) pack_kpanel<kKind>(w + pi * kPanel * row_bytes, row_bytes, n_in / 256, p, words, d);
   }
 }
 
@@ -191,6 +409,22 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 void kgemm_q4_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ4K>(a, x); }
 void kgemm_q5_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ5K>(a, x); }
 void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ6K>(a, x); }
+
+void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x) {
+  switch (kind) {
+    case Kind::kQ4K: kpanels_product<Kind::kQ4K>(a, x); break;
+    case Kind::kQ5K: kpanels_product<Kind::kQ5K>(a, x); break;
+    case Kind::kQ6K: kpanels_product<Kind::kQ6K>(a, x); break;
+  }
+}
+
+void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  switch (kind) {
+    case Kind::kQ4K: pack_kpanels_of<Kind::kQ4K>(w, rows, row_bytes, n_in); break;
+    case Kind::kQ5K: pack_kpanels_of<Kind::kQ5K>(w, rows, row_bytes, n_in); break;
+    case Kind::kQ6K: pack_kpanels_of<Kind::kQ6K>(w, rows, row_bytes, n_in); break;
+  }
+}
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS::krows
 

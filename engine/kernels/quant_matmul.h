@@ -28,6 +28,8 @@ struct QuantMatmulArgs {
   // (kernels/quant_dot_int8.h); scratch then holds int8_scratch_bytes(m, n_in) bytes.
   bool int8_activations = false;
   void* scratch = nullptr;
+  // w holds packed panels (pack_panels; int8_activations then set): the integer path's layout.
+  bool panels = false;
 };
 
 }  // namespace kvserve

@@ -10,6 +10,11 @@ namespace kvserve::KVSERVE_KERNEL_NS::panel {
 
 constexpr int kPanel = 16;  // weight rows per panel: the lanes of one vector
 constexpr int kTile = 4;    // activation rows per pass over a panel
+// Bytes ahead of use at which a packed panel's level stream is requested into L2 (its other
+// streams at the same distance scaled to their rates): the hardware prefetchers alone keep too
+// few lines in flight for a kernel that spends a few instructions on each.
+constexpr int64_t kPanelAhead = 4096;
+inline void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
 
 // r[0..16) rows of 16 dwords to columns, in place: afterwards r[c] lane i = (before) r[i] lane c.
 inline void transpose16(__m512i* r) {

@@ -94,6 +94,7 @@ EngineOptions engine_options_from_json(const json& config) {
   read(m, "model", "num_threads", o.model.num_threads, seen);
   read(m, "model", "keep_bf16", o.model.keep_bf16, seen);
   read(m, "model", "int8_activations", o.model.int8_activations, seen);
+  read(m, "model", "repack_weights", o.model.repack_weights, seen);
   read(m, "model", "kernels", o.model.kernels, seen);
   read(m, "model", "chat_template_file", o.model.chat_template_file, seen);
   reject_unknown(m, "model", seen);

@@ -101,7 +101,8 @@ void Engine::load() {
   }
   if (level < KernelLevel::kAvx512 && best == KernelLevel::kAvx512) limit_onednn_isa(level);
   model_ = load_model(*file_, {.weights = {.keep_bf16 = options_.model.keep_bf16,
-                                           .int8_activations = options_.model.int8_activations},
+                                           .int8_activations = options_.model.int8_activations,
+                                           .repack = options_.model.repack_weights},
                                .kernels = &kernel_table(level)});
   info_.kernels = level_name(level);
   const ModelHparams& hp = model_->hparams();

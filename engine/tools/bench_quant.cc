@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -44,10 +45,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   kvserve::ComputeContext ctx(kvserve::kernel_table(*level));
-  const double bw = kvserve::measure_bandwidth();
-  std::printf("memory bandwidth %.1f GB/s (triad, as kvserve-bench-engine); %s kernels; matrices %lld x %lld\n", bw / 1e9, kvserve::level_name(*level),
-              static_cast<long long>(n_out), static_cast<long long>(n_in));
-  std::printf("%-6s %-6s %5s %10s %10s %8s\n", "type", "path", "rows", "MB/matrix", "GB/s", "% of bw");
+  const double triad = kvserve::measure_bandwidth(), bw = kvserve::measure_read_bandwidth();
+  std::printf("memory read bandwidth %.1f GB/s (triad %.1f, as kvserve-bench-engine); %s kernels; matrices %lld x %lld\n",
+              bw / 1e9, triad / 1e9, kvserve::level_name(*level), static_cast<long long>(n_out), static_cast<long long>(n_in));
+  std::printf("%-6s %-6s %5s %10s %10s %8s\n", "type", "path", "rows", "MB/matrix", "GB/s", "% of read");
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   std::vector<float> w(static_cast<size_t>(n_out * n_in));
@@ -72,17 +73,28 @@ int main(int argc, char** argv) {
     const auto& tr = kvserve::tensor_type(t);
     const int64_t row_bytes = kvserve::tensor_bytes(t, n_in);
     const int count = std::max<int>(2, static_cast<int>(int64_t{total_mib} * 1048576 / (n_out * n_in * 4)));
-    std::vector<std::vector<uint8_t>> store(count, std::vector<uint8_t>(static_cast<size_t>(row_bytes * n_out)));
-    for (auto& s : store) tr.from_float(w.data(), s.data(), n_out * n_in);
-    for (bool int8 : {false, true}) {
-      if (int8 && !ctx.kernels->int8_path_applies(static_cast<uint32_t>(t), n_in)) continue;
+    const auto type = static_cast<uint32_t>(t);
+    std::vector<uint8_t> encoded(static_cast<size_t>(row_bytes * n_out));
+    tr.from_float(w.data(), encoded.data(), n_out * n_in);
+    // Paths: 0 float, 1 integer on the file's rows, 2 integer on packed panels (as the loader
+    // holds such matrices); the bytes in the weights' own huge-page arena.
+    for (int path = 0; path < 3; ++path) {
+      const bool int8 = path > 0;
+      if (int8 && !ctx.kernels->int8_path_applies(type, n_in)) continue;
+      if (path == 2 && !ctx.kernels->panels_apply(type, n_in, n_out)) continue;
       std::vector<std::unique_ptr<kvserve::WeightMatrix>> mats;
-      for (auto& s : store) {
+      for (int i = 0; i < count; ++i) {
+        uint8_t* s = ctx.arena.allocate(static_cast<size_t>(row_bytes * n_out));
+        std::memcpy(s, encoded.data(), encoded.size());
+        kvserve::HeldRows held{t, s, n_out, row_bytes};
+        if (path == 2) {
+          ctx.kernels->pack_panels(type, s, n_out, row_bytes, n_in);
+          held.panels = true;
+        }
         if (t == TensorType::kF32 && !int8)
-          mats.push_back(std::make_unique<kvserve::DnnlMatrix>(ctx, reinterpret_cast<const float*>(s.data()), n_out, n_in));
+          mats.push_back(std::make_unique<kvserve::DnnlMatrix>(ctx, reinterpret_cast<const float*>(s), n_out, n_in));
         else
-          mats.push_back(std::make_unique<kvserve::QuantMatrix>(
-              ctx, std::vector<kvserve::HeldRows>{{t, s.data(), n_out, row_bytes}}, n_in, int8));
+          mats.push_back(std::make_unique<kvserve::QuantMatrix>(ctx, std::vector<kvserve::HeldRows>{held}, n_in, int8));
       }
       for (int m : rows_list) {
         std::vector<float> x(static_cast<size_t>(m * n_in)), y(static_cast<size_t>(m * n_out));
@@ -95,8 +107,8 @@ int main(int argc, char** argv) {
           best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
         const double bytes = static_cast<double>(mats[0]->bytes()) * count;
-        const char* path = t == TensorType::kF32 && !int8 ? "onednn" : int8 ? "int8" : "float";
-        std::printf("%-6s %-6s %5d %10.1f %10.1f %7.0f%%\n", tr.name, path, m, mats[0]->bytes() / 1e6, bytes / best / 1e9,
+        const char* name = t == TensorType::kF32 && !int8 ? "onednn" : path == 2 ? "panels" : int8 ? "int8" : "float";
+        std::printf("%-6s %-6s %5d %10.1f %10.1f %7.0f%%\n", tr.name, name, m, mats[0]->bytes() / 1e6, bytes / best / 1e9,
                     100.0 * bytes / best / bw);
       }
     }

@@ -1,6 +1,7 @@
 #include "weights/quant_matrix.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "kernels/quant_dot_int8.h"
 
@@ -8,7 +9,10 @@ namespace kvserve {
 
 QuantMatrix::QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in, bool int8_activations)
     : WeightMatrix(0, n_in), ctx_(&ctx), parts_(std::move(parts)), int8_activations_(int8_activations) {
-  for (const Part& p : parts_) n_out_ += p.rows;
+  for (const Part& p : parts_) {
+    n_out_ += p.rows;
+    if (p.panels && !int8_path(p)) throw std::logic_error("QuantMatrix: packed panels need the integer path");
+  }
 }
 
 TensorType QuantMatrix::held_as() const {
@@ -62,7 +66,8 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
                                                   .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,
                                                   .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate,
                                                   .int8_activations = int8_activations_,
-                                                  .scratch = ctx_->activation_scratch.data()});
+                                                  .scratch = ctx_->activation_scratch.data(),
+                                                  .panels = p.panels});
     } else {
       prepare(m, accumulate);
       const int64_t panel = panel_rows();

@@ -50,7 +50,7 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
   if (!all_f32 && !all_bf16) {
     // Held as stored: the bytes copied once into the model's arena.
     std::vector<HeldRows> held;
-    for (const TensorRef& p : parts) held.push_back(hold_tensor(ctx, f, p));
+    for (const TensorRef& p : parts) held.push_back(hold_tensor(ctx, f, p, policy.int8_activations && policy.repack));
     return make_held_matrix(ctx, std::move(held), n_in, policy);
   }
   std::vector<float> w;
@@ -68,14 +68,21 @@ void HeldRows::decode_row(int64_t r, float* out, int64_t n) const {
   tensor_type(type).to_float(data + r * row_bytes, out, n);
 }
 
-HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& ref) {
+HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& ref, bool as_panels) {
   const GgufTensorInfo& t = checked(f, ref);
   const int64_t rows = t.dims.size() > 1 ? static_cast<int64_t>(t.n_elements() / t.dims[0]) : 1;
   const auto bytes = static_cast<size_t>(t.n_bytes());
   uint8_t* dst = ctx.arena.allocate(bytes);
   std::memcpy(dst, f.tensor_data(t), bytes);
   f.release(t);
-  return {t.type, dst, rows, static_cast<int64_t>(bytes) / rows};
+  HeldRows held{t.type, dst, rows, static_cast<int64_t>(bytes) / rows};
+  const auto type = static_cast<uint32_t>(t.type);
+  const auto n_in = static_cast<int64_t>(t.dims.at(0));
+  if (as_panels && ctx.kernels->panels_apply(type, n_in, rows)) {
+    ctx.kernels->pack_panels(type, dst, rows, held.row_bytes, n_in);
+    held.panels = true;
+  }
+  return held;
 }
 
 std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in,

@@ -25,6 +25,9 @@ struct WeightPolicy {
   // 256 for the K types, as llama.cpp does; integer products, kernels/quant_dot_int8.h) where the
   // CPU has AVX-512 VNNI (model.int8_activations); false: float activations, the exact product.
   bool int8_activations = true;
+  // Matrices on that integer path are held as packed panels where the kernels allow it
+  // (model.repack_weights; kernels/quant_dot_int8.h's pack_panels).
+  bool repack = true;
 };
 
 class WeightMatrix {
@@ -85,11 +88,15 @@ struct HeldRows {
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t row_bytes = 0;
+  // The bytes are packed panels (kernels/quant_dot_int8.h's pack_panels): only the integer
+  // product reads them.
+  bool panels = false;
   // Row r decoded to out: [n] (n the row's length).
   void decode_row(int64_t r, float* out, int64_t n) const;
 };
-// The tensor's bytes copied into ctx's arena, checked as make_weight_matrix checks them.
-HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& file, const TensorRef& ref);
+// The tensor's bytes copied into ctx's arena, checked as make_weight_matrix checks them; with
+// as_panels, packed into panels where the kernels allow it (never for rows also looked up).
+HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& file, const TensorRef& ref, bool as_panels = false);
 // The matrix over held rows (stacked in order; n_in values each), as make_weight_matrix builds
 // it for tensors that are not all F32 or all BF16: a tied output reuses the held embedding.
 std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in,

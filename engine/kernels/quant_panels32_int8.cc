@@ -1,0 +1,229 @@
+// The 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL) held as packed panels: each 16
+// rows' bytes rewritten once at load, in place and to the same size, into the order the integer
+// product reads them (lane i of every vector belongs to row i, as in the panel GEMM of
+// kernels/quant_gemm32_int8.cc), so that a product at any height streams each panel front to
+// back and spends a few instructions per 64 bytes: a decode step then runs at the memory's read
+// rate, which the row-major kernels (several instructions per block and row) do not reach.
+//
+// A panel of 16 rows and nb = n_in / 32 blocks, in order:
+//   levels  per block, 8-bit types 8 vectors (vector t: lane i = row i's levels 4t..4t+3, as the
+//           type's levels() gives them; IQ4_NL its indices), 4/5-bit types 4 vectors (vector u:
+//           step 2u in the low nibbles, step 2u + 1 in the high);
+//   masks   5-bit types: per block 8 words of 64 bits, bit 4i + j of word t the fifth bit of
+//           level j of row i in step t;
+//   scales  per block the 16 rows' F16 scales; then, for Q4_1/Q5_1, their F16 minimums.
+#include "kernels/quant_dot_int8.h"
+
+#include "kernels/intrinsics.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "gguf/tensor_types.h"
+#include "kernels/small_batch_matmul.h"
+
+KVSERVE_KERNEL_TARGET_BEGIN
+#include "kernels/quant_decode.h"
+
+#if KVSERVE_HAS_AVX512
+KVSERVE_VNNI_TARGET_BEGIN
+#include "kernels/quant_levels_avx512.h"
+#include "kernels/quant_panel_avx512.h"
+
+namespace kvserve::KVSERVE_KERNEL_NS {
+namespace {
+
+using namespace panel;
+using levels::Row32;
+
+template <class T>
+constexpr bool kIsIq4 = std::is_same_v<T, levels::TypeIQ4_NL>;
+// Bits per stored level: IQ4_NL keeps its 4-bit indices and looks them up as it reads.
+template <class T>
+constexpr int kBits = std::is_same_v<T, levels::TypeQ8_0> ? 8
+                      : std::is_same_v<T, levels::TypeQ5_0> || std::is_same_v<T, levels::TypeQ5_1> ? 5 : 4;
+
+// Where each part of a panel starts (offsets in bytes from the panel's first).
+struct Layout32 {
+  int64_t masks, scales, mins;
+};
+template <class T>
+Layout32 layout32(int64_t n_in) {
+  const int64_t nb = n_in / 32, levels = nb * (kBits<T> == 8 ? 512 : 256);
+  const int64_t masks = levels, scales = masks + (kBits<T> == 5 ? nb * 64 : 0);
+  return {masks, scales, scales + nb * 32};
+}
+
+// Levels of two blocks in value order, as stored: the type's levels, IQ4_NL's indices.
+template <class T>
+__m512i stored_levels(const typename T::Block* b) {
+  if constexpr (kIsIq4<T>)
+    return levels::q4_0_pair(reinterpret_cast<const quant::BlockQ4_0*>(b));
+  else
+    return T::levels(b);
+}
+
+template <class T>
+void pack_panel(uint8_t* w, int64_t row_bytes, int64_t n_in, std::vector<IntVec>& steps, std::vector<uint16_t>& d,
+                std::vector<uint16_t>& mins) {
+  using Block = typename T::Block;
+  const int64_t nb = n_in / 32;
+  steps.resize(static_cast<size_t>(n_in / 4));
+  d.resize(static_cast<size_t>(16 * nb));
+  mins.resize(static_cast<size_t>(16 * nb));
+  for (int64_t c = 0; c < nb / 2; ++c) {
+    __m512i r[kPanel];
+    for (int i = 0; i < kPanel; ++i) r[i] = stored_levels<T>(reinterpret_cast<const Block*>(w + i * row_bytes) + 2 * c);
+    transpose16(r);
+    for (int i = 0; i < kPanel; ++i) steps[16 * c + i].v = r[i];
+  }
+  for (int i = 0; i < kPanel; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      const Block& blk = reinterpret_cast<const Block*>(w + i * row_bytes)[b];
+      d[16 * b + i] = blk.d;
+      if constexpr (T::has_min) mins[16 * b + i] = blk.m;
+    }
+  // Everything is read: the panel's bytes are free to overwrite.
+  const Layout32 at = layout32<T>(n_in);
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i* s = &steps[8 * b].v;
+    if constexpr (kBits<T> == 8) {
+      for (int t = 0; t < 8; ++t) _mm512_storeu_si512(w + 64 * (8 * b + t), s[t]);
+    } else {
+      for (int u = 0; u < 4; ++u)
+        _mm512_storeu_si512(w + 64 * (4 * b + u), _mm512_or_si512(_mm512_and_si512(s[2 * u], nib),
+                                                                  _mm512_slli_epi16(_mm512_and_si512(s[2 * u + 1], nib), 4)));
+    }
+    if constexpr (kBits<T> == 5)
+      for (int t = 0; t < 8; ++t) {
+        const uint64_t bits = _mm512_test_epi8_mask(s[t], _mm512_set1_epi8(0x10));
+        std::memcpy(w + at.masks + 8 * (8 * b + t), &bits, 8);
+      }
+  }
+  std::memcpy(w + at.scales, d.data(), static_cast<size_t>(32 * nb));
+  if constexpr (T::has_min) std::memcpy(w + at.mins, mins.data(), static_cast<size_t>(32 * nb));
+}
+
+// R activation rows times one packed panel: out[r] lane i = output of row i.
+template <class T, int R>
+void tile(const uint8_t* p, const Layout32& lay, int64_t n_in, const Row32* x, __m512* out) {
+  const __m512i nib = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)), _mm_set1_epi8(static_cast<char>(0x80))));
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    // Two chains of vpdpbusd a row, so that one row does not wait on its latency.
+    __m512i dot[R], dot1[R];
+    for (int r = 0; r < R; ++r) dot[r] = dot1[r] = _mm512_setzero_si512();
+    for (int u = 0; u < 4; ++u) {
+      __m512i w0, w1;
+      if constexpr (kBits<T> == 8) {
+        const uint8_t* at = p + 64 * (8 * b + 2 * u);
+        prefetch_l2(at + kPanelAhead);
+        prefetch_l2(at + kPanelAhead + 64);
+        w0 = levels::load64(at);
+        w1 = levels::load64(at + 64);
+      } else {
+        const uint8_t* at = p + 64 * (4 * b + u);
+        prefetch_l2(at + kPanelAhead);
+        const __m512i v = levels::load64(at);
+        w0 = _mm512_and_si512(v, nib);
+        w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        if constexpr (kBits<T> == 5) {
+          uint64_t m0, m1;
+          if (u == 0) prefetch_l2(p + lay.masks + 64 * b + kPanelAhead / 4);
+          std::memcpy(&m0, p + lay.masks + 8 * (8 * b + 2 * u), 8);
+          std::memcpy(&m1, p + lay.masks + 8 * (8 * b + 2 * u + 1), 8);
+          w0 = _mm512_mask_add_epi8(w0, m0, w0, fifth);
+          w1 = _mm512_mask_add_epi8(w1, m1, w1, fifth);
+        }
+        if constexpr (kIsIq4<T>) {
+          w0 = _mm512_shuffle_epi8(lut, w0);
+          w1 = _mm512_shuffle_epi8(lut, w1);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        dot[r] = _mm512_dpbusd_epi32(dot[r], w0, broadcast4(x[r].q + 32 * b + 8 * u));
+        dot1[r] = _mm512_dpbusd_epi32(dot1[r], w1, broadcast4(x[r].q + 32 * b + 8 * u + 4));
+      }
+    }
+    for (int r = 0; r < R; ++r) dot[r] = _mm512_add_epi32(dot[r], dot1[r]);
+    // Scales are 32 bytes a block: one line every second block.
+    if (b % 2 == 0) prefetch_l2(p + lay.scales + 32 * b + kPanelAhead / (kBits<T> == 8 ? 16 : 8));
+    const __m512 d = _mm512_cvtph_ps(levels::load32(p + lay.scales + 32 * b));
+    for (int r = 0; r < R; ++r) {
+      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[r], _mm512_set1_epi32(T::offset * x[r].sum[b])));
+      acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(d, _mm512_set1_ps(x[r].d[b])), acc[r]);
+    }
+    if constexpr (T::has_min) {
+      if (b % 2 == 0) prefetch_l2(p + lay.mins + 32 * b + kPanelAhead / 8);
+      const __m512 mn = _mm512_cvtph_ps(levels::load32(p + lay.mins + 32 * b));
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x[r].d[b] * static_cast<float>(x[r].sum[b])), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = acc[r];
+}
+
+template <class T>
+void product(const QuantMatmulArgs& a) {
+  Row32 x[kSmallBatchRows];
+  const int64_t stride = levels::row32_bytes(a.n_in);
+#pragma omp parallel for schedule(static) if (a.m > 4)
+  for (int64_t r = 0; r < a.m; ++r)
+    x[r] = levels::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
+  const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
+  const Layout32 at = layout32<T>(a.n_in);
+#pragma omp parallel for schedule(static)
+  for (int64_t pi = 0; pi < panels; ++pi) {
+    const uint8_t* p = a.w + pi * panel_bytes;
+    for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
+      __m512 out[kTile];
+      const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
+      switch (rows) {
+        case 1: tile<T, 1>(p, at, a.n_in, x + r0, out); break;
+        case 2: tile<T, 2>(p, at, a.n_in, x + r0, out); break;
+        case 3: tile<T, 3>(p, at, a.n_in, x + r0, out); break;
+        default: tile<T, 4>(p, at, a.n_in, x + r0, out); break;
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        float* y = a.y + (r0 + r) * a.ldy + pi * kPanel;
+        _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), out[r]) : out[r]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  levels::with_type32(type, [&](auto t) {
+#pragma omp parallel
+    {
+      std::vector<IntVec> steps;
+      std::vector<uint16_t> d, mins;
+#pragma omp for schedule(static)
+      for (int64_t pi = 0; pi < rows / kPanel; ++pi)
+        pack_panel<decltype(t)>(w + pi * kPanel * row_bytes, row_bytes, n_in, steps, d, mins);
+    }
+  });
+}
+
+void panels32_int8(const QuantMatmulArgs& a) {
+  levels::with_type32(a.type, [&](auto t) { product<decltype(t)>(a); });
+}
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+
+KVSERVE_VNNI_TARGET_END
+#else   // levels without AVX-512: panels are never packed
+namespace kvserve::KVSERVE_KERNEL_NS {
+void pack_panels32(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
+void panels32_int8(const QuantMatmulArgs&) {}
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+#endif
+KVSERVE_KERNEL_TARGET_END

@@ -81,7 +81,7 @@ TEST_P(HeldMatrix, IntegerPathMatchesTheDefinitionOnRoundedActivations) {
   check(std::get<0>(GetParam()), std::get<1>(GetParam()), true);
 }
 
-// Parts of 48 rows packed into panels where the level allows (kernels/quant_dot_int8.h), as
+// Parts of 80 rows packed into panels where the level allows (kernels/quant_dot_int8.h), as
 // the loader holds them: the same definition on the rounded activations.
 TEST_P(HeldMatrix, PackedPanelsMatchTheDefinitionOnRoundedActivations) {
   check(std::get<0>(GetParam()), std::get<1>(GetParam()), true, true);
@@ -90,8 +90,9 @@ TEST_P(HeldMatrix, PackedPanelsMatchTheDefinitionOnRoundedActivations) {
 void check(const Case& c, KernelLevel level, bool int8, bool packed) {
   ComputeContext ctx(kernel_table(level));
   std::mt19937 rng(5);
-  // Unpacked: not a multiple of any kernel's row group; packed: three panels.
-  const int64_t rows_per_part = packed ? 48 : 45, n_in = c.n_in;
+  // Unpacked: not a multiple of any kernel's row group; packed: five panels (one group of four
+  // and one alone for a single row; two pairs and one alone for two).
+  const int64_t rows_per_part = packed ? 80 : 45, n_in = c.n_in;
   int packed_parts = 0;
   std::vector<std::vector<uint8_t>> storage;
   std::vector<HeldRows> parts;

@@ -107,66 +107,110 @@ void pack_panel(uint8_t* w, int64_t row_bytes, int64_t n_in, std::vector<IntVec>
   if constexpr (T::has_min) std::memcpy(w + at.mins, mins.data(), static_cast<size_t>(32 * nb));
 }
 
-// R activation rows times one packed panel: out[r] lane i = output of row i.
-template <class T, int R>
-void tile(const uint8_t* p, const Layout32& lay, int64_t n_in, const Row32* x, __m512* out) {
-  const __m512i nib = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
-  const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)), _mm_set1_epi8(static_cast<char>(0x80))));
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < n_in / 32; ++b) {
-    // Two chains of vpdpbusd a row, so that one row does not wait on its latency.
-    __m512i dot[R], dot1[R];
-    for (int r = 0; r < R; ++r) dot[r] = dot1[r] = _mm512_setzero_si512();
-    for (int u = 0; u < 4; ++u) {
-      __m512i w0, w1;
-      if constexpr (kBits<T> == 8) {
-        const uint8_t* at = p + 64 * (8 * b + 2 * u);
-        prefetch_l2(at + kPanelAhead);
-        prefetch_l2(at + kPanelAhead + 64);
-        w0 = levels::load64(at);
-        w1 = levels::load64(at + 64);
-      } else {
-        const uint8_t* at = p + 64 * (4 * b + u);
-        prefetch_l2(at + kPanelAhead);
-        const __m512i v = levels::load64(at);
-        w0 = _mm512_and_si512(v, nib);
-        w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-        if constexpr (kBits<T> == 5) {
-          uint64_t m0, m1;
-          if (u == 0) prefetch_l2(p + lay.masks + 64 * b + kPanelAhead / 4);
-          std::memcpy(&m0, p + lay.masks + 8 * (8 * b + 2 * u), 8);
-          std::memcpy(&m1, p + lay.masks + 8 * (8 * b + 2 * u + 1), 8);
-          w0 = _mm512_mask_add_epi8(w0, m0, w0, fifth);
-          w1 = _mm512_mask_add_epi8(w1, m1, w1, fifth);
-        }
-        if constexpr (kIsIq4<T>) {
-          w0 = _mm512_shuffle_epi8(lut, w0);
-          w1 = _mm512_shuffle_epi8(lut, w1);
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        dot[r] = _mm512_dpbusd_epi32(dot[r], w0, broadcast4(x[r].q + 32 * b + 8 * u));
-        dot1[r] = _mm512_dpbusd_epi32(dot1[r], w1, broadcast4(x[r].q + 32 * b + 8 * u + 4));
-      }
+// Steps 2u and 2u + 1 of block b of the panel at p (levels ready for vpdpbusd), the panel's
+// streams requested kPanelAhead ahead.
+template <class T>
+inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, __m512i& w0, __m512i& w1) {
+  if constexpr (kBits<T> == 8) {
+    const uint8_t* at = p + 64 * (8 * b + 2 * u);
+    prefetch_l2(at + kPanelAhead);
+    prefetch_l2(at + kPanelAhead + 64);
+    w0 = levels::load64(at);
+    w1 = levels::load64(at + 64);
+  } else {
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const uint8_t* at = p + 64 * (4 * b + u);
+    prefetch_l2(at + kPanelAhead);
+    const __m512i v = levels::load64(at);
+    w0 = _mm512_and_si512(v, nib);
+    w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+    if constexpr (kBits<T> == 5) {
+      const __m512i fifth = _mm512_set1_epi8(0x10);
+      uint64_t m0, m1;
+      if (u == 0) prefetch_l2(p + lay.masks + 64 * b + kPanelAhead / 4);
+      std::memcpy(&m0, p + lay.masks + 8 * (8 * b + 2 * u), 8);
+      std::memcpy(&m1, p + lay.masks + 8 * (8 * b + 2 * u + 1), 8);
+      w0 = _mm512_mask_add_epi8(w0, m0, w0, fifth);
+      w1 = _mm512_mask_add_epi8(w1, m1, w1, fifth);
     }
-    for (int r = 0; r < R; ++r) dot[r] = _mm512_add_epi32(dot[r], dot1[r]);
-    // Scales are 32 bytes a block: one line every second block.
-    if (b % 2 == 0) prefetch_l2(p + lay.scales + 32 * b + kPanelAhead / (kBits<T> == 8 ? 16 : 8));
-    const __m512 d = _mm512_cvtph_ps(levels::load32(p + lay.scales + 32 * b));
-    for (int r = 0; r < R; ++r) {
-      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[r], _mm512_set1_epi32(T::offset * x[r].sum[b])));
-      acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(d, _mm512_set1_ps(x[r].d[b])), acc[r]);
-    }
-    if constexpr (T::has_min) {
-      if (b % 2 == 0) prefetch_l2(p + lay.mins + 32 * b + kPanelAhead / 8);
-      const __m512 mn = _mm512_cvtph_ps(levels::load32(p + lay.mins + 32 * b));
-      for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x[r].d[b] * static_cast<float>(x[r].sum[b])), acc[r]);
+    if constexpr (kIsIq4<T>) {
+      const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)), _mm_set1_epi8(static_cast<char>(0x80))));
+      w0 = _mm512_shuffle_epi8(lut, w0);
+      w1 = _mm512_shuffle_epi8(lut, w1);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = acc[r];
+}
+
+// R activation rows times P packed panels (ps[0..P)): out[p * R + r] lane i = output of row i
+// of panel p. Several panels at once give few rows several streams through memory, which the
+// hardware prefetchers serve faster than one.
+template <class T, int R, int P>
+void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row32* x, __m512* out) {
+  __m512 acc[P][R];
+  for (int p = 0; p < P; ++p)
+    for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    // Two chains of vpdpbusd each, so that few rows do not wait on their latency.
+    __m512i dot[P][R], dot1[P][R];
+    for (int p = 0; p < P; ++p)
+      for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
+    for (int u = 0; u < 4; ++u) {
+      __m512i x0[R], x1[R];
+      for (int r = 0; r < R; ++r) {
+        x0[r] = broadcast4(x[r].q + 32 * b + 8 * u);
+        x1[r] = broadcast4(x[r].q + 32 * b + 8 * u + 4);
+      }
+      for (int p = 0; p < P; ++p) {
+        __m512i w0, w1;
+        step_pair<T>(ps[p], lay, b, u, w0, w1);
+        for (int r = 0; r < R; ++r) {
+          dot[p][r] = _mm512_dpbusd_epi32(dot[p][r], w0, x0[r]);
+          dot1[p][r] = _mm512_dpbusd_epi32(dot1[p][r], w1, x1[r]);
+        }
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      // Scales are 32 bytes a block: one line every second block.
+      if (b % 2 == 0) prefetch_l2(ps[p] + lay.scales + 32 * b + kPanelAhead / (kBits<T> == 8 ? 16 : 8));
+      const __m512 d = _mm512_cvtph_ps(levels::load32(ps[p] + lay.scales + 32 * b));
+      for (int r = 0; r < R; ++r) {
+        const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot[p][r], dot1[p][r]), _mm512_set1_epi32(T::offset * x[r].sum[b]));
+        acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(x[r].d[b])), acc[p][r]);
+      }
+      if constexpr (T::has_min) {
+        if (b % 2 == 0) prefetch_l2(ps[p] + lay.mins + 32 * b + kPanelAhead / 8);
+        const __m512 mn = _mm512_cvtph_ps(levels::load32(ps[p] + lay.mins + 32 * b));
+        for (int r = 0; r < R; ++r)
+          acc[p][r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x[r].d[b] * static_cast<float>(x[r].sum[b])), acc[p][r]);
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p)
+    for (int r = 0; r < R; ++r) out[p * R + r] = acc[p][r];
+}
+
+// Rows [r0, r0 + R) of x over the matrix, P panels at a time (the last few one at a time).
+template <class T, int R, int P>
+void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, const Layout32& lay) {
+  const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < (panels + P - 1) / P; ++g) {
+    const int64_t p0 = g * P;
+    __m512 out[P * R];
+    const uint8_t* ps[P];
+    for (int p = 0; p < P; ++p) ps[p] = a.w + std::min(p0 + p, panels - 1) * panel_bytes;
+    if (p0 + P <= panels)
+      tile<T, R, P>(ps, lay, a.n_in, x + r0, out);
+    else
+      for (int64_t p = p0; p < panels; ++p) tile<T, R, 1>(&ps[p - p0], lay, a.n_in, x + r0, out + (p - p0) * R);
+    for (int64_t p = p0; p < std::min(panels, p0 + P); ++p)
+      for (int r = 0; r < R; ++r) {
+        float* y = a.y + (r0 + r) * a.ldy + p * kPanel;
+        const __m512 v = out[(p - p0) * R + r];
+        _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
+      }
+  }
 }
 
 template <class T>
@@ -176,19 +220,23 @@ void product(const QuantMatmulArgs& a) {
 #pragma omp parallel for schedule(static) if (a.m > 4)
   for (int64_t r = 0; r < a.m; ++r)
     x[r] = levels::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
-  const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
-  const Layout32 at = layout32<T>(a.n_in);
+  const Layout32 lay = layout32<T>(a.n_in);
+  // One row over 4 panels at a time, two over 2; more rows 4 at a time over each panel while
+  // it is in cache.
+  if (a.m == 1) return rows_over_panels<T, 1, 4>(a, x, 0, lay);
+  if (a.m == 2) return rows_over_panels<T, 2, 2>(a, x, 0, lay);
+  const int64_t panel_bytes = kPanel * a.row_bytes;
 #pragma omp parallel for schedule(static)
-  for (int64_t pi = 0; pi < panels; ++pi) {
+  for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
     const uint8_t* p = a.w + pi * panel_bytes;
     for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
       __m512 out[kTile];
       const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
       switch (rows) {
-        case 1: tile<T, 1>(p, at, a.n_in, x + r0, out); break;
-        case 2: tile<T, 2>(p, at, a.n_in, x + r0, out); break;
-        case 3: tile<T, 3>(p, at, a.n_in, x + r0, out); break;
-        default: tile<T, 4>(p, at, a.n_in, x + r0, out); break;
+        case 1: tile<T, 1, 1>(&p, lay, a.n_in, x + r0, out); break;
+        case 2: tile<T, 2, 1>(&p, lay, a.n_in, x + r0, out); break;
+        case 3: tile<T, 3, 1>(&p, lay, a.n_in, x + r0, out); break;
+        default: tile<T, 4, 1>(&p, lay, a.n_in, x + r0, out); break;
       }
       for (int64_t r = 0; r < rows; ++r) {
         float* y = a.y + (r0 + r) * a.ldy + pi * kPanel;

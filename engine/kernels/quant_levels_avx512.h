@@ -108,31 +108,35 @@ inline __m512i iq4_nl_pair(const quant::BlockIQ4_NL* b) {
   return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lv), idx);
 }
 
-// The 32-value block types on the integer path, for the fused kernel and the panel GEMM: the
-// block, the levels of two blocks (64 values, value order, unsigned), the levels' offset, and
-// whether the block has a minimum after its scale (value = d·q + m; then the offset is 0).
-template <typename B, int32_t kOffset, bool kHasMin>
+// The 32-value block types on the integer path, for the fused kernel, the panel GEMM and the
+// packed panels: the block, the levels of two blocks (64 values, value order, unsigned), the
+// levels' offset, whether the block has a minimum after its scale (value = d·q + m; then the
+// offset is 0), and the bits a packed panel keeps of each level (8, 5 or 4; IQ4_NL keeps its
+// 4-bit indices and looks them up as it reads: `lookup`).
+template <typename B, int32_t kOffset, bool kHasMin, int kBits, bool kLookup = false>
 struct Type32 {
   using Block = B;
   static constexpr int32_t offset = kOffset;
   static constexpr bool has_min = kHasMin;
+  static constexpr int bits = kBits;
+  static constexpr bool lookup = kLookup;
 };
-struct TypeQ8_0 : Type32<quant::BlockQ8_0, 128, false> {
+struct TypeQ8_0 : Type32<quant::BlockQ8_0, 128, false, 8> {
   static __m512i levels(const Block* b) { return q8_0_pair(b); }
 };
-struct TypeQ4_0 : Type32<quant::BlockQ4_0, 8, false> {
+struct TypeQ4_0 : Type32<quant::BlockQ4_0, 8, false, 4> {
   static __m512i levels(const Block* b) { return q4_0_pair(b); }
 };
-struct TypeQ5_0 : Type32<quant::BlockQ5_0, 16, false> {
+struct TypeQ5_0 : Type32<quant::BlockQ5_0, 16, false, 5> {
   static __m512i levels(const Block* b) { return q5_0_pair(b); }
 };
-struct TypeQ4_1 : Type32<quant::BlockQ4_1, 0, true> {
+struct TypeQ4_1 : Type32<quant::BlockQ4_1, 0, true, 4> {
   static __m512i levels(const Block* b) { return q4_1_pair(b); }
 };
-struct TypeQ5_1 : Type32<quant::BlockQ5_1, 0, true> {
+struct TypeQ5_1 : Type32<quant::BlockQ5_1, 0, true, 5> {
   static __m512i levels(const Block* b) { return q5_1_pair(b); }
 };
-struct TypeIQ4_NL : Type32<quant::BlockIQ4_NL, 128, false> {
+struct TypeIQ4_NL : Type32<quant::BlockIQ4_NL, 128, false, 4, true> {
   static __m512i levels(const Block* b) { return iq4_nl_pair(b); }
 };
 

@@ -320,6 +320,48 @@ constexpr auto make_chunk_fns(std::integer_sequence<int, Rs...>) {
 }
 constexpr auto kChunkFns = make_chunk_fns(std::make_integer_sequence<int, kMaxR>{});
 
+#if KVSERVE_HAS_AVX512
+// F16 weights times M <= 4 activation rows straight from memory: each 16 halves widened by
+// vcvtph2ps and multiplied in float, four weight rows at a time (four streams, each requested
+// kF16Ahead bytes ahead into L2), nothing staged: the decode-in-L1 path's store and reload of
+// every chunk cost more than the memory here. w rows: [n_out, n_in] halves; as quant_matmul.
+constexpr int64_t kF16Ahead = 4096;
+template <int M>
+void f16_rows(const QuantMatmulArgs& a) {
+  const int64_t groups = (a.n_out + kG - 1) / kG, kv = a.n_in / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (a.n_in - kv)) - 1);
+#pragma omp parallel for schedule(static)
+  for (int64_t grp = 0; grp < groups; ++grp) {
+    const int64_t j0 = grp * kG;
+    const int rows = static_cast<int>(std::min<int64_t>(kG, a.n_out - j0));
+    const uint8_t* w[kG];
+    for (int g = 0; g < kG; ++g) w[g] = a.w + (j0 + std::min(g, rows - 1)) * a.row_bytes;
+    __m512 acc[M][kG];
+    for (int m = 0; m < M; ++m)
+      for (int g = 0; g < kG; ++g) acc[m][g] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kv; k += 16) {
+      for (int g = 0; g < kG; ++g) {
+        if (k % 32 == 0) _mm_prefetch(reinterpret_cast<const char*>(w[g] + 2 * k + kF16Ahead), _MM_HINT_T1);
+        const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[g] + 2 * k)));
+        for (int m = 0; m < M; ++m) acc[m][g] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(a.x + m * a.n_in + k), acc[m][g]);
+      }
+    }
+    if (tail)
+      for (int g = 0; g < kG; ++g) {
+        const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail, w[g] + 2 * kv));
+        for (int m = 0; m < M; ++m)
+          acc[m][g] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(tail, a.x + m * a.n_in + kv), acc[m][g]);
+      }
+    for (int m = 0; m < M; ++m)
+      for (int g = 0; g < rows; ++g) {
+        const float s = _mm512_reduce_add_ps(acc[m][g]);
+        float& out = a.y[m * a.ldy + j0 + g];
+        out = a.accumulate ? out + s : s;
+      }
+  }
+}
+#endif
+
 }  // namespace
 
 void quant_matmul(const QuantMatmulArgs& a) {
@@ -328,6 +370,17 @@ void quant_matmul(const QuantMatmulArgs& a) {
     quant_matmul_int8(a);
     return;
   }
+#if KVSERVE_HAS_AVX512
+  if (static_cast<TensorType>(a.type) == TensorType::kF16 && a.m <= 4) {
+    switch (a.m) {
+      case 1: f16_rows<1>(a); break;
+      case 2: f16_rows<2>(a); break;
+      case 3: f16_rows<3>(a); break;
+      default: f16_rows<4>(a); break;
+    }
+    return;
+  }
+#endif
   const DecodeFn decode = decoder(a.type);
   const TensorTypeTraits& traits = tensor_type(static_cast<TensorType>(a.type));
   const int64_t groups = (a.n_out + kG - 1) / kG;

@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "gguf/tensor_types.h"
@@ -38,28 +37,21 @@ namespace {
 using namespace panel;
 using levels::Row32;
 
-template <class T>
-constexpr bool kIsIq4 = std::is_same_v<T, levels::TypeIQ4_NL>;
-// Bits per stored level: IQ4_NL keeps its 4-bit indices and looks them up as it reads.
-template <class T>
-constexpr int kBits = std::is_same_v<T, levels::TypeQ8_0> ? 8
-                      : std::is_same_v<T, levels::TypeQ5_0> || std::is_same_v<T, levels::TypeQ5_1> ? 5 : 4;
-
 // Where each part of a panel starts (offsets in bytes from the panel's first).
 struct Layout32 {
   int64_t masks, scales, mins;
 };
 template <class T>
 Layout32 layout32(int64_t n_in) {
-  const int64_t nb = n_in / 32, levels = nb * (kBits<T> == 8 ? 512 : 256);
-  const int64_t masks = levels, scales = masks + (kBits<T> == 5 ? nb * 64 : 0);
+  const int64_t nb = n_in / 32, levels = nb * (T::bits == 8 ? 512 : 256);
+  const int64_t masks = levels, scales = masks + (T::bits == 5 ? nb * 64 : 0);
   return {masks, scales, scales + nb * 32};
 }
 
 // Levels of two blocks in value order, as stored: the type's levels, IQ4_NL's indices.
 template <class T>
 __m512i stored_levels(const typename T::Block* b) {
-  if constexpr (kIsIq4<T>)
+  if constexpr (T::lookup)
     return levels::q4_0_pair(reinterpret_cast<const quant::BlockQ4_0*>(b));
   else
     return T::levels(b);
@@ -90,14 +82,14 @@ void pack_panel(uint8_t* w, int64_t row_bytes, int64_t n_in, std::vector<IntVec>
   const __m512i nib = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const __m512i* s = &steps[8 * b].v;
-    if constexpr (kBits<T> == 8) {
+    if constexpr (T::bits == 8) {
       for (int t = 0; t < 8; ++t) _mm512_storeu_si512(w + 64 * (8 * b + t), s[t]);
     } else {
       for (int u = 0; u < 4; ++u)
         _mm512_storeu_si512(w + 64 * (4 * b + u), _mm512_or_si512(_mm512_and_si512(s[2 * u], nib),
                                                                   _mm512_slli_epi16(_mm512_and_si512(s[2 * u + 1], nib), 4)));
     }
-    if constexpr (kBits<T> == 5)
+    if constexpr (T::bits == 5)
       for (int t = 0; t < 8; ++t) {
         const uint64_t bits = _mm512_test_epi8_mask(s[t], _mm512_set1_epi8(0x10));
         std::memcpy(w + at.masks + 8 * (8 * b + t), &bits, 8);
@@ -111,7 +103,7 @@ void pack_panel(uint8_t* w, int64_t row_bytes, int64_t n_in, std::vector<IntVec>
 // streams requested kPanelAhead ahead.
 template <class T>
 inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, __m512i& w0, __m512i& w1) {
-  if constexpr (kBits<T> == 8) {
+  if constexpr (T::bits == 8) {
     const uint8_t* at = p + 64 * (8 * b + 2 * u);
     prefetch_l2(at + kPanelAhead);
     prefetch_l2(at + kPanelAhead + 64);
@@ -124,7 +116,7 @@ inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, _
     const __m512i v = levels::load64(at);
     w0 = _mm512_and_si512(v, nib);
     w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-    if constexpr (kBits<T> == 5) {
+    if constexpr (T::bits == 5) {
       const __m512i fifth = _mm512_set1_epi8(0x10);
       uint64_t m0, m1;
       if (u == 0) prefetch_l2(p + lay.masks + 64 * b + kPanelAhead / 4);
@@ -133,7 +125,7 @@ inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, _
       w0 = _mm512_mask_add_epi8(w0, m0, w0, fifth);
       w1 = _mm512_mask_add_epi8(w1, m1, w1, fifth);
     }
-    if constexpr (kIsIq4<T>) {
+    if constexpr (T::lookup) {
       const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)), _mm_set1_epi8(static_cast<char>(0x80))));
       w0 = _mm512_shuffle_epi8(lut, w0);
@@ -172,7 +164,7 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
     }
     for (int p = 0; p < P; ++p) {
       // Scales are 32 bytes a block: one line every second block.
-      if (b % 2 == 0) prefetch_l2(ps[p] + lay.scales + 32 * b + kPanelAhead / (kBits<T> == 8 ? 16 : 8));
+      if (b % 2 == 0) prefetch_l2(ps[p] + lay.scales + 32 * b + kPanelAhead / (T::bits == 8 ? 16 : 8));
       const __m512 d = _mm512_cvtph_ps(levels::load32(ps[p] + lay.scales + 32 * b));
       for (int r = 0; r < R; ++r) {
         const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot[p][r], dot1[p][r]), _mm512_set1_epi32(T::offset * x[r].sum[b]));

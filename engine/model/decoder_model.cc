@@ -140,6 +140,7 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   const auto count = [&](const WeightMatrix& m) {
     m.count_bytes(held);
     hp_.bytes_per_step += m.bytes();
+    hp_.panel_bytes += m.panel_bytes();
   };
   for (const Layer& L : layers_)
     for (const auto* m : {L.qkv.get(), L.wo.get(), L.gate_up.get(), L.down.get()}) count(*m);
@@ -160,6 +161,9 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   for (const auto& [type, n] : held) hp_.weight_bytes += n;
   hp_.file_types = tensor_type_mix(file);
   hp_.held_types = tensor_type_mix(held);
+  if (hp_.panel_bytes > 0)
+    hp_.held_types += "; " + std::to_string((100 * hp_.panel_bytes + hp_.weight_bytes / 2) / hp_.weight_bytes) +
+                      "% in 16-row panels";
 }
 
 DecoderModel::~DecoderModel() = default;

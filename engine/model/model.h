@@ -37,6 +37,7 @@ struct ModelHparams {
   std::string held_types;        // the weights as held in memory, by bytes (embedding included)
   int64_t bytes_per_step = 0;    // weight bytes one decode step streams (every matrix, one embedding row aside)
   int64_t weight_bytes = 0;      // weight bytes held in memory
+  int64_t panel_bytes = 0;       // of those, held as packed panels (model.repack_weights)
   int64_t n_params = 0;
 };
 

@@ -28,6 +28,12 @@ int64_t QuantMatrix::bytes() const {
   return b;
 }
 
+int64_t QuantMatrix::panel_bytes() const {
+  int64_t b = 0;
+  for (const Part& p : parts_) b += p.panels ? p.rows * p.row_bytes : 0;
+  return b;
+}
+
 void QuantMatrix::count_bytes(std::map<TensorType, int64_t>& by_type) const {
   for (const Part& p : parts_) by_type[p.type] += p.rows * p.row_bytes;
 }

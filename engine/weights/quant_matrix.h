@@ -24,6 +24,7 @@ class QuantMatrix final : public WeightMatrix {
   void prepare(int64_t max_rows, bool accumulate) override;
   TensorType held_as() const override;  // the type of most of the bytes
   int64_t bytes() const override;
+  int64_t panel_bytes() const override;
   void count_bytes(std::map<TensorType, int64_t>& by_type) const override;
   const std::vector<Part>& parts() const { return parts_; }
 

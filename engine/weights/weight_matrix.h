@@ -43,6 +43,7 @@ class WeightMatrix {
   virtual void prepare(int64_t max_rows, bool accumulate) = 0;
   virtual TensorType held_as() const = 0;  // the type the weights are held and multiplied in
   virtual int64_t bytes() const = 0;       // bytes of weights one forward streams
+  virtual int64_t panel_bytes() const { return 0; }  // of those, held as packed panels
   // Adds this matrix's bytes, by the type each part is held in, to `by_type`.
   virtual void count_bytes(std::map<TensorType, int64_t>& by_type) const { by_type[held_as()] += bytes(); }
 

@@ -348,7 +348,9 @@ struct PackedSource {
 template <Kind kKind, int R, int P>
 void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks, const KLayout& lay) {
   const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
-#pragma omp parallel for schedule(static)
+  // Groups handed out two at a time as threads free up: on a shared machine one core often
+  // runs slower, and a static split then waits for it at every product.
+#pragma omp parallel for schedule(dynamic, 2)
   for (int64_t g = 0; g < (panels + P - 1) / P; ++g) {
     const int64_t p0 = g * P;
     __m512 out[P * R];

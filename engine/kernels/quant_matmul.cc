@@ -330,7 +330,7 @@ template <int M>
 void f16_rows(const QuantMatmulArgs& a) {
   const int64_t groups = (a.n_out + kG - 1) / kG, kv = a.n_in / 16 * 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (a.n_in - kv)) - 1);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 8)  // as the packed panels' (kernels/quant_kgemm_int8.cc)
   for (int64_t grp = 0; grp < groups; ++grp) {
     const int64_t j0 = grp * kG;
     const int rows = static_cast<int>(std::min<int64_t>(kG, a.n_out - j0));

@@ -186,7 +186,9 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
 template <class T, int R, int P>
 void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, const Layout32& lay) {
   const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
-#pragma omp parallel for schedule(static)
+  // Groups handed out two at a time as threads free up: on a shared machine one core often
+  // runs slower, and a static split then waits for it at every product.
+#pragma omp parallel for schedule(dynamic, 2)
   for (int64_t g = 0; g < (panels + P - 1) / P; ++g) {
     const int64_t p0 = g * P;
     __m512 out[P * R];

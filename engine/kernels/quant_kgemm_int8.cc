@@ -1,10 +1,12 @@
-// The K types' integer GEMM for 5-64 activation rows (batched decode). Per panel of 16 weight
-// rows, the levels are unpacked once and transposed so that each 32-bit lane holds 4 levels of
-// one weight row, and the sub-block scales, minimums and super-block factors are gathered so
-// that lane i belongs to row i. Each activation row then broadcasts 4 of its levels at a time:
-// one vpdpbusd does 64 multiply-adds for 16 outputs, nothing is reduced across lanes, and the 16
-// outputs of a row leave in one store. Sums per sub-block are scaled in integers (vpmulld) and
-// meet a float once per super-block, as in the fused kernel (kernels/quant_kdot_int8.cc).
+// The K types' integer products on panels of 16 weight rows whose levels are transposed so that
+// each 32-bit lane holds 4 levels of one weight row, the sub-block scales, minimums and
+// super-block factors lane i for row i. Each activation row broadcasts 4 of its levels at a
+// time: one vpdpbusd does 64 multiply-adds for 16 outputs, nothing is reduced across lanes, and
+// the 16 outputs of a row leave in one store. Sums per sub-block are scaled in integers
+// (vpmulld) and meet a float once per super-block, as in the fused kernel
+// (kernels/quant_kdot_int8.cc). One tile() reads either source: panels unpacked per call from
+// the file's layout (kgemm_*, 5-64 rows), or the packed panels a matrix is held in (kpanels,
+// any height; pack_kpanels writes them at load).
 #include "kernels/quant_dot_int8.h"
 
 #include "kernels/intrinsics.h"
@@ -382,10 +384,39 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
   const KLayout lay = klayout<kKind>(blocks);
   if (a.m == 1) return few_rows<kKind, 1, 4>(a, x, blocks, lay);
   if (a.m == 2) return few_rows<kKind, 2, 2>(a, x, blocks, lay);
+  if (a.m <= 2 * kTile) {
 #pragma omp parallel for schedule(static)
-  for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
-    PackedSource<kKind> src{a.w + pi * panel_bytes, lay, {}, {}, {}, {}};
-    for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, pi * kPanel, 0xFFFF);
+    for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
+      PackedSource<kKind> src{a.w + pi * panel_bytes, lay, {}, {}, {}, {}};
+      for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, pi * kPanel, 0xFFFF);
+    }
+    return;
+  }
+  // More rows: each panel's levels and scales expanded once into the thread's buffers, then
+  // every row tile reads them there (as the file-layout GEMM does).
+  constexpr int kSub = kSubBlocks<kKind>;
+#pragma omp parallel
+  {
+    thread_local Panel p;
+    p.w.resize(static_cast<size_t>(a.n_in / 4));
+    p.scale.resize(static_cast<size_t>(blocks * kSub));
+    p.pair.resize(static_cast<size_t>(blocks * kSub / 2));
+    p.d.resize(static_cast<size_t>(blocks));
+    p.dmin.resize(static_cast<size_t>(blocks));
+#pragma omp for schedule(static)
+    for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
+      PackedSource<kKind> src{a.w + pi * panel_bytes, lay, {}, {}, {}, {}};
+      for (int64_t k = 0; k < blocks; ++k) {
+        src.begin(k);
+        for (int step = 0; step < 64; step += 2) src.steps(k, step, p.w[64 * k + step].v, p.w[64 * k + step + 1].v);
+        for (int j = 0; j < kSub; ++j) p.scale[kSub * k + j].v = src.sc[j];
+        for (int j = 0; j < kSub / 2; ++j) p.pair[kSub / 2 * k + j].v = src.pr[j];
+        p.d[k].v = src.d_;
+        if constexpr (kKind != Kind::kQ6K) p.dmin[k].v = src.dmin_;
+      }
+      UnpackedSource<kKind> unpacked{p};
+      for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(unpacked, a, x, blocks, r0, pi * kPanel, 0xFFFF);
+    }
   }
 }
 

@@ -43,6 +43,16 @@ struct Panel {
   std::vector<IntVec> scale;     // [super-blocks x kSubBlocks]: int32 scale of each row's sub-block
   std::vector<IntVec> pair;      // [super-blocks x kSubBlocks / 2]: int16 pairs, Q4_K/Q5_K of minimums, Q6_K of scales
   std::vector<FloatVec> d, dmin;  // [super-blocks]
+
+  // Sized for rows of n_in values of a type with `sub` sub-blocks a super-block.
+  void size_for(int64_t n_in, int sub) {
+    const auto blocks = static_cast<size_t>(n_in / 256);
+    w.resize(static_cast<size_t>(n_in / 4));
+    scale.resize(blocks * sub);
+    pair.resize(blocks * sub / 2);
+    d.resize(blocks);
+    dmin.resize(blocks);
+  }
 };
 
 // Rows [0, rows) of the panel at w (row_bytes apart; the rest zero) into p; the next panel's
@@ -206,11 +216,7 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 #pragma omp parallel
   {
     thread_local Panel p;
-    p.w.resize(static_cast<size_t>(a.n_in / 4));
-    p.scale.resize(static_cast<size_t>(blocks * kSub));
-    p.pair.resize(static_cast<size_t>(blocks * kSub / 2));
-    p.d.resize(static_cast<size_t>(blocks));
-    p.dmin.resize(static_cast<size_t>(blocks));
+    p.size_for(a.n_in, kSub);
 #pragma omp for schedule(static)
     for (int64_t pi = 0; pi < panels; ++pi) {
       const int64_t j0 = pi * kPanel;
@@ -398,11 +404,7 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
 #pragma omp parallel
   {
     thread_local Panel p;
-    p.w.resize(static_cast<size_t>(a.n_in / 4));
-    p.scale.resize(static_cast<size_t>(blocks * kSub));
-    p.pair.resize(static_cast<size_t>(blocks * kSub / 2));
-    p.d.resize(static_cast<size_t>(blocks));
-    p.dmin.resize(static_cast<size_t>(blocks));
+    p.size_for(a.n_in, kSub);
 #pragma omp for schedule(static)
     for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
       PackedSource<kKind> src{a.w + pi * panel_bytes, lay, {}, {}, {}, {}};
@@ -425,11 +427,7 @@ void pack_kpanels_of(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) 
 #pragma omp parallel
   {
     Panel p;
-    p.w.resize(static_cast<size_t>(n_in / 4));
-    p.scale.resize(static_cast<size_t>(n_in / 256 * kSubBlocks<kKind>));
-    p.pair.resize(static_cast<size_t>(n_in / 256 * kSubBlocks<kKind> / 2));
-    p.d.resize(static_cast<size_t>(n_in / 256));
-    p.dmin.resize(static_cast<size_t>(n_in / 256));
+    p.size_for(n_in, kSubBlocks<kKind>);
     std::vector<IntVec> words;
     std::vector<uint16_t> d;
 #pragma omp for schedule(static)

@@ -7,8 +7,31 @@
 
 namespace kvserve {
 
+namespace {
+// Parts held one after the other in the same form become one (fused Q/K/V of one type, gate and
+// up): one product instead of several, each of which rounds the activations again and meets
+// the threads at its end. Packed panels of Q6_K rows with an odd number of super-blocks depend
+// on their index's parity, which a part ending off a 64-byte boundary would shift.
+std::vector<HeldRows> merge_adjacent(std::vector<HeldRows> parts) {
+  std::vector<HeldRows> out;
+  for (const HeldRows& p : parts) {
+    if (!out.empty()) {
+      HeldRows& last = out.back();
+      const int64_t bytes = last.rows * last.row_bytes;
+      if (last.type == p.type && last.row_bytes == p.row_bytes && last.panels == p.panels &&
+          last.data + bytes == p.data && bytes % 64 == 0) {
+        last.rows += p.rows;
+        continue;
+      }
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+}  // namespace
+
 QuantMatrix::QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in, bool int8_activations)
-    : WeightMatrix(0, n_in), ctx_(&ctx), parts_(std::move(parts)), int8_activations_(int8_activations) {
+    : WeightMatrix(0, n_in), ctx_(&ctx), parts_(merge_adjacent(std::move(parts))), int8_activations_(int8_activations) {
   for (const Part& p : parts_) {
     n_out_ += p.rows;
     if (p.panels && !int8_path(p)) throw std::logic_error("QuantMatrix: packed panels need the integer path");

@@ -17,6 +17,10 @@ bool cpu_has_vnni() {
   static const bool has = __builtin_cpu_supports("avx512vnni");
   return has;
 }
+bool cpu_has_gfni() {
+  static const bool has = __builtin_cpu_supports("gfni");
+  return has;
+}
 }  // namespace
 
 bool int8_path_applies(uint32_t type, int64_t n_in) {
@@ -42,7 +46,11 @@ void quant_matmul_int8(const QuantMatmulArgs& a) {
     quant_gemm32_int8(a);
 }
 
-bool panels_apply(uint32_t type, int64_t n_in, int64_t rows) { return int8_path_applies(type, n_in) && rows % 16 == 0; }
+// Packed Q6_K panels are unpacked with GFNI (kernels/quant_kgemm_int8.cc).
+bool panels_apply(uint32_t type, int64_t n_in, int64_t rows) {
+  return int8_path_applies(type, n_in) && rows % 16 == 0 &&
+         (static_cast<TensorType>(type) != TensorType::kQ6_K || cpu_has_gfni());
+}
 
 void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
   if (kquant_int8_applies(type))

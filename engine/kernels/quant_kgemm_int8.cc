@@ -118,6 +118,7 @@ struct UnpackedSource {
     w0 = p.w[64 * k + step].v;
     w1 = p.w[64 * k + step + 1].v;
   }
+  static __m512i odd(__m512i dot) { return dot; }
   __m512i scale(int64_t k, int sub) const { return p.scale[kSub * k + sub].v; }
   __m512i pair(int64_t k, int j) const { return p.pair[kSub / 2 * k + j].v; }
   __m512 d(int64_t k) const { return p.d[k].v; }
@@ -139,7 +140,8 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out) {
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) isum[p][r] = side[p][r] = _mm512_setzero_si512();
     for (int s = 0; s < kSub; ++s) {
-      // Two chains of vpdpbusd each, so that few rows do not wait on their latency.
+      // Two chains of vpdpbusd each, so that few rows do not wait on their latency; the odd
+      // steps' chain as the source leaves it (Source::odd makes it the levels' sum).
       __m512i dot[P][R], dot1[P][R];
       for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
@@ -163,7 +165,7 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out) {
         // Position s of the activations' order holds sub-block kK4Order[s] for Q4_K/Q5_K.
         const __m512i scale = src[p].scale(k, kKind == Kind::kQ6K ? s : kK4Order[s]);
         for (int r = 0; r < R; ++r)
-          isum[p][r] = _mm512_add_epi32(isum[p][r], _mm512_mullo_epi32(_mm512_add_epi32(dot[p][r], dot1[p][r]), scale));
+          isum[p][r] = _mm512_add_epi32(isum[p][r], _mm512_mullo_epi32(_mm512_add_epi32(dot[p][r], Source::odd(dot1[p][r])), scale));
       }
     }
     // Q4_K/Q5_K: Σ minimum·sums32; Q6_K: Σ scale·sums16 (the levels' offset of 32).
@@ -232,28 +234,35 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 }
 
 // The K types held as packed panels (pack_kpanels): each 16 rows' bytes rewritten once at load,
-// in place and to the same size, in the order tile() reads them, so that a product streams each
-// panel front to back. A panel of 16 rows and `blocks` super-blocks, in order:
-//   levels  per super-block 32 vectors, vector u holding step 2u (lane i = 4 levels of row i, as
-//           unpack_panel orders them) in the low nibbles and step 2u + 1 in the high;
-//   high    Q5_K: per super-block 64 words of 64 bits, bit 4i + j of word t the fifth bit of
-//           level j of row i in step t; Q6_K: per sub-block one vector whose bits 2j, 2j + 1 of
-//           each byte are bits 4-5 of that byte's level in the sub-block's step j;
-//   words   per super-block 4 vectors: Q4_K/Q5_K the 12 scale bytes as three words (lane i =
-//           row i) and the (d, dmin) word; Q6_K the 16 scale bytes as four words;
-//   d       Q6_K: per super-block the 16 rows' F16 d.
+// in place and to the same size, in the order tile() reads them, so that a product reads each
+// panel as one stream front to back. Per super-block of a panel of 16 rows, in order:
+//   levels  32 vectors, vector u holding step 2u (lane i = 4 levels of row i, as unpack_panel
+//           orders them) in the low nibbles and step 2u + 1 in the high;
+//   high    Q5_K: 64 words of 64 bits, bit 4i + j of word t the fifth bit of level j of row i in
+//           step t; Q6_K: per sub-block one vector whose bits 2j, 2j + 1 of each byte are bits
+//           4-5 of that byte's level in the sub-block's step j;
+//   words   4 vectors: Q4_K/Q5_K the 12 scale bytes as three words (lane i = row i) and the
+//           (d, dmin) word; Q6_K the 16 scale bytes as four words;
+// and Q6_K's 16 F16 d of each super-block, all after the last super-block; where rows have an
+// odd number of super-blocks, every other panel starts 32 bytes into a line (of a matrix that
+// starts on one) and puts them before the first instead, so that every vector stays aligned.
+template <Kind kKind>
 struct KLayout {
-  int64_t high, words, d;
+  static constexpr int64_t kHigh = 2048;
+  static constexpr int64_t kWords = kHigh + (kKind == Kind::kQ5K ? 512 : kKind == Kind::kQ6K ? 1024 : 0);
+  static constexpr int64_t kBody = kWords + 256;               // levels, high and words
+  static constexpr int64_t kD = kKind == Kind::kQ6K ? 32 : 0;  // bytes of d a super-block
+  int64_t blocks = 0;
+  bool d_first = false;
+  KLayout() = default;
+  KLayout(int64_t panel, int64_t n_blocks) : blocks(n_blocks), d_first(kD > 0 && n_blocks % 2 == 1 && panel % 2 == 1) {}
+  int64_t at(int64_t k) const { return (d_first ? kD * blocks : 0) + k * kBody; }  // super-block k's body
+  int64_t d(int64_t k) const { return (d_first ? 0 : kBody * blocks) + k * kD; }
 };
-template <Kind kKind>
-KLayout klayout(int64_t blocks) {
-  const int64_t high = 2048 * blocks;
-  const int64_t words = high + (kKind == Kind::kQ5K ? 512 : kKind == Kind::kQ6K ? 1024 : 0) * blocks;
-  return {high, words, words + 256 * blocks};
-}
 
+// w: panel `index` of a matrix, packed in place.
 template <Kind kKind>
-void pack_kpanel(uint8_t* w, int64_t row_bytes, int64_t blocks, Panel& p, std::vector<IntVec>& words,
+void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, Panel& p, std::vector<IntVec>& words,
                  std::vector<uint16_t>& d) {
   constexpr int64_t kBytes = kBlockBytes<kKind>;
   unpack_panel<kKind>(w, row_bytes, kPanel, blocks, nullptr, 0, p);
@@ -274,46 +283,73 @@ void pack_kpanel(uint8_t* w, int64_t row_bytes, int64_t blocks, Panel& p, std::v
     }
   }
   // Everything is read: the panel's bytes are free to overwrite.
-  const KLayout lay = klayout<kKind>(blocks);
+  const KLayout<kKind> lay(index, blocks);
   const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
   for (int64_t k = 0; k < blocks; ++k) {
+    uint8_t* body = w + lay.at(k);
     const IntVec* st = &p.w[64 * k];
     for (int u = 0; u < 32; ++u)
-      _mm512_storeu_si512(w + 64 * (32 * k + u), _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
-                                                                _mm512_slli_epi16(_mm512_and_si512(st[2 * u + 1].v, nib), 4)));
+      _mm512_storeu_si512(body + 64 * u, _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
+                                                         _mm512_slli_epi16(_mm512_and_si512(st[2 * u + 1].v, nib), 4)));
     if constexpr (kKind == Kind::kQ5K)
       for (int t = 0; t < 64; ++t) {
         const uint64_t bits = _mm512_test_epi8_mask(st[t].v, _mm512_set1_epi8(0x10));
-        std::memcpy(w + lay.high + 8 * (64 * k + t), &bits, 8);
+        std::memcpy(body + lay.kHigh + 8 * t, &bits, 8);
       }
-    if constexpr (kKind == Kind::kQ6K)
+    if constexpr (kKind == Kind::kQ6K) {
       for (int s = 0; s < 16; ++s) {
         __m512i h = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j)
           h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(st[4 * s + j].v, 4), two), 2 * j));
-        _mm512_storeu_si512(w + lay.high + 64 * (16 * k + s), h);
+        _mm512_storeu_si512(body + lay.kHigh + 64 * s, h);
       }
-    for (int q = 0; q < 4; ++q) _mm512_storeu_si512(w + lay.words + 64 * (4 * k + q), words[4 * k + q].v);
+      std::memcpy(w + lay.d(k), &d[16 * k], 32);
+    }
+    for (int q = 0; q < 4; ++q) _mm512_storeu_si512(body + lay.kWords + 64 * q, words[4 * k + q].v);
   }
-  if constexpr (kKind == Kind::kQ6K) std::memcpy(w + lay.d, d.data(), static_cast<size_t>(32 * blocks));
 }
+
+// Each byte of x through the GF(2) affine map m (vgf2p8affineqb, constant 0): output bit i is
+// the parity of x and byte 7 - i of m's 64-bit lane. As inline assembly, so that no other code
+// is compiled for GFNI: only packed Q6_K panels run it, on CPUs that have it (panels_apply).
+inline __m512i gf_bits(__m512i x, __m512i m) {
+  __m512i r;
+  asm("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(m));
+  return r;
+}
+// The maps from bits 2j, 2j + 1 of a byte to bits 4, 5 (the rest zero), and bits 4-7 to 0-3.
+inline __m512i field_to_45(int j) {
+  return _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << (2 * j + 24)) | (uint64_t{2} << (2 * j + 16))));
+}
+inline __m512i high_nibble() { return _mm512_set1_epi64(static_cast<int64_t>(0x1020408000000000ull)); }
 
 // A packed panel, for tile(): its scales unpacked per super-block, its levels as they are read.
 template <Kind kKind>
 struct PackedSource {
   static constexpr int kSub = kSubBlocks<kKind>;
-  const uint8_t* p;
-  KLayout lay;
+  const uint8_t* p = nullptr;  // the panel
+  KLayout<kKind> lay;
   __m512i sc[kSub], pr[kSub / 2];
   __m512 d_, dmin_;
+  const uint8_t* body_ = nullptr;  // super-block k's (begin)
 
+  PackedSource() = default;
+  // Panel `index` of the matrix at w.
+  PackedSource(const uint8_t* w, int64_t panel_bytes, int64_t index, int64_t blocks)
+      : p(w + index * panel_bytes), lay(index, blocks) {}
+
+  // Every line read asks for the line kPanelAhead further on into L2, so the whole stream is
+  // requested ahead.
   void begin(int64_t k) {
-    const uint8_t* wd = p + lay.words + 256 * k;
-    for (int q = 0; q < 4; ++q) prefetch_l2(wd + 64 * q + kPanelAhead / 8);
+    body_ = p + lay.at(k);
+    const uint8_t* wd = body_ + lay.kWords;
+    for (int q = 0; q < 4; ++q) prefetch_l2(wd + 64 * q + kPanelAhead);
     if constexpr (kKind == Kind::kQ6K) {
       const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
       k6_scales(words, sc, pr);
-      d_ = _mm512_cvtph_ps(load32(p + lay.d + 32 * k));
+      const uint8_t* dp = p + lay.d(k);
+      if (k % 2 == 0) prefetch_l2(dp + kPanelAhead / 64);
+      d_ = _mm512_cvtph_ps(load32(dp));
     } else {
       k4_scales(load64(wd), load64(wd + 64), load64(wd + 128), sc, pr);
       const __m512i dd = load64(wd + 192);
@@ -321,30 +357,49 @@ struct PackedSource {
       dmin_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
     }
   }
-  void steps(int64_t k, int step, __m512i& w0, __m512i& w1) const {
+  // Q4_K's odd steps are multiplied as 16 times their levels (the high nibbles in place, one
+  // instruction fewer a pair of steps); their sums are exact multiples of 16.
+  static __m512i odd(__m512i dot) {
+    if constexpr (kKind == Kind::kQ4K) return _mm512_srai_epi32(dot, 4);
+    return dot;
+  }
+  void steps(int64_t, int step, __m512i& w0, __m512i& w1) const {
     const __m512i nib = _mm512_set1_epi8(0x0F);
-    const uint8_t* at = p + 64 * (32 * k + step / 2);
+    const uint8_t* at = body_ + 64 * (step / 2);
     prefetch_l2(at + kPanelAhead);
     const __m512i v = load64(at);
+    if constexpr (kKind == Kind::kQ4K) {
+      w0 = _mm512_and_si512(v, nib);
+      w1 = _mm512_andnot_si512(nib, v);
+      return;
+    }
+    if constexpr (kKind == Kind::kQ6K) {
+      // Steps 4s + j, j = 0, 1 or 2, 3: h's bits 2j, 2j + 1 to bits 4-5 by one GF(2) affine
+      // map a byte each (gf_bits), merged with the nibbles.
+      const uint8_t* hp = body_ + lay.kHigh + 64 * (step / 4);
+      if (step % 4 == 0) prefetch_l2(hp + kPanelAhead);
+      const __m512i h = load64(hp);
+      const int j = step % 4;
+      w0 = _mm512_ternarylogic_epi32(v, gf_bits(h, field_to_45(j)), nib, 0xEC);  // (v & nib) | field
+      w1 = _mm512_or_si512(gf_bits(v, high_nibble()), gf_bits(h, field_to_45(j + 1)));
+      return;
+    }
     w0 = _mm512_and_si512(v, nib);
     w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
     if constexpr (kKind == Kind::kQ5K) {
       uint64_t m0, m1;
-      if (step % 8 == 0) prefetch_l2(p + lay.high + 8 * (64 * k + step) + kPanelAhead / 4);
-      std::memcpy(&m0, p + lay.high + 8 * (64 * k + step), 8);
-      std::memcpy(&m1, p + lay.high + 8 * (64 * k + step + 1), 8);
+      const uint8_t* hp = body_ + lay.kHigh + 8 * step;
+      if (step % 8 == 0) prefetch_l2(hp + kPanelAhead);
+      std::memcpy(&m0, hp, 8);
+      std::memcpy(&m1, hp + 8, 8);
       w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(0x10));
       w1 = _mm512_mask_add_epi8(w1, m1, w1, _mm512_set1_epi8(0x10));
     }
-    if constexpr (kKind == Kind::kQ6K) {
-      // Steps 4s + j, j = 0, 1 or 2, 3: bits 2j of h to bits 4-5.
-      const uint8_t* hp = p + lay.high + 64 * (16 * k + step / 4);
-      if (step % 4 == 0) prefetch_l2(hp + kPanelAhead / 2);
-      const __m512i h = load64(hp), top = _mm512_set1_epi8(0x30);
-      const bool first = step % 4 == 0;
-      w0 = _mm512_or_si512(w0, _mm512_and_si512(first ? _mm512_slli_epi16(h, 4) : h, top));
-      w1 = _mm512_or_si512(w1, _mm512_and_si512(first ? _mm512_slli_epi16(h, 2) : _mm512_srli_epi16(h, 2), top));
-    }
+  }
+  // The levels of steps step, step + 1 themselves (as unpack_panel leaves them).
+  void levels(int64_t k, int step, __m512i& w0, __m512i& w1) const {
+    steps(k, step, w0, w1);
+    if constexpr (kKind == Kind::kQ4K) w1 = _mm512_srli_epi16(w1, 4);  // each byte's low nibble is clear
   }
   __m512i scale(int64_t, int sub) const { return sc[sub]; }
   __m512i pair(int64_t, int j) const { return pr[j]; }
@@ -354,24 +409,21 @@ struct PackedSource {
 
 // One or two activation rows over P panels at a time (4 or 2: one stream each).
 template <Kind kKind, int R, int P>
-void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks, const KLayout& lay) {
+void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks) {
   const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
-  // Groups handed out two at a time as threads free up: on a shared machine one core often
+  // Groups handed out one at a time as threads free up: on a shared machine one core often
   // runs slower, and a static split then waits for it at every product.
-#pragma omp parallel for schedule(dynamic, 2)
+#pragma omp parallel for schedule(dynamic, 1)
   for (int64_t g = 0; g < (panels + P - 1) / P; ++g) {
     const int64_t p0 = g * P;
     __m512 out[P * R];
     if (p0 + P <= panels) {
       PackedSource<kKind> src[P];
-      for (int p = 0; p < P; ++p) {
-        src[p].p = a.w + (p0 + p) * panel_bytes;
-        src[p].lay = lay;
-      }
+      for (int p = 0; p < P; ++p) src[p] = PackedSource<kKind>(a.w, panel_bytes, p0 + p, blocks);
       tile<kKind, R, P>(src, x, blocks, out);
     } else {
       for (int64_t p = p0; p < panels; ++p) {
-        PackedSource<kKind> src{a.w + p * panel_bytes, lay, {}, {}, {}, {}};
+        PackedSource<kKind> src(a.w, panel_bytes, p, blocks);
         tile<kKind, R, 1>(&src, x, blocks, out + (p - p0) * R);
       }
     }
@@ -387,13 +439,12 @@ void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks, const KLa
 template <Kind kKind>
 void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
   const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes;
-  const KLayout lay = klayout<kKind>(blocks);
-  if (a.m == 1) return few_rows<kKind, 1, 4>(a, x, blocks, lay);
-  if (a.m == 2) return few_rows<kKind, 2, 2>(a, x, blocks, lay);
+  if (a.m == 1) return few_rows<kKind, 1, 4>(a, x, blocks);
+  if (a.m == 2) return few_rows<kKind, 2, 2>(a, x, blocks);
   if (a.m <= 2 * kTile) {
 #pragma omp parallel for schedule(static)
     for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
-      PackedSource<kKind> src{a.w + pi * panel_bytes, lay, {}, {}, {}, {}};
+      PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
       for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, pi * kPanel, 0xFFFF);
     }
     return;
@@ -407,10 +458,10 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
     p.size_for(a.n_in, kSub);
 #pragma omp for schedule(static)
     for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
-      PackedSource<kKind> src{a.w + pi * panel_bytes, lay, {}, {}, {}, {}};
+      PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
       for (int64_t k = 0; k < blocks; ++k) {
         src.begin(k);
-        for (int step = 0; step < 64; step += 2) src.steps(k, step, p.w[64 * k + step].v, p.w[64 * k + step + 1].v);
+        for (int step = 0; step < 64; step += 2) src.levels(k, step, p.w[64 * k + step].v, p.w[64 * k + step + 1].v);
         for (int j = 0; j < kSub; ++j) p.scale[kSub * k + j].v = src.sc[j];
         for (int j = 0; j < kSub / 2; ++j) p.pair[kSub / 2 * k + j].v = src.pr[j];
         p.d[k].v = src.d_;
@@ -431,7 +482,8 @@ void pack_kpanels_of(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) 
     std::vector<IntVec> words;
     std::vector<uint16_t> d;
 #pragma omp for schedule(static)
-    for (int64_t pi = 0; pi < rows / kPanel; ++pi) pack_kpanel<kKind>(w + pi * kPanel * row_bytes, row_bytes, n_in / 256, p, words, d);
+    for (int64_t pi = 0; pi < rows / kPanel; ++pi)
+      pack_kpanel<kKind>(w + pi * kPanel * row_bytes, pi, row_bytes, n_in / 256, p, words, d);
   }
 }
 

@@ -16,6 +16,9 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 #include "kernels/vec_math.h"
 
 namespace {
+
+// K/V slices requested ahead of the one in use (paged_attention).
+constexpr int kSlicesAhead = 4;
 constexpr int kLanes = 16;  // one AVX-512 register of floats (two AVX2 registers)
 
 // 16 cache values as floats. For half precision, the hardware converter where there is one
@@ -305,16 +308,23 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         if (scores.size() < static_cast<size_t>(group) * span) scores.resize(static_cast<size_t>(group) * span);
         const float* qh = q + t * q_stride + static_cast<int64_t>(kvh) * group * head_dim;
 
+        // Slices are requested kSlicesAhead ahead: one block's work is shorter than a trip to
+        // memory, and the blocks lie anywhere. K's are followed by V's first, read after the softmax.
+        [[maybe_unused]] const int first = base / block_size, blocks = (ctx - 1) / block_size + 1 - first;
+        [[maybe_unused]] auto request = [&]([[maybe_unused]] int i) {  // slice i: K of block first + i, then V
+#if KVSERVE_HAS_AVX512
+          if (i < blocks)
+            prefetch_slice(k_cache + (table[first + i] * n_kv + kvh) * block_size * head_dim, slice_bytes);
+          else if (i < 2 * blocks)
+            prefetch_slice(v_cache + (table[first + i - blocks] * n_kv + kvh) * block_size * head_dim, slice_bytes);
+#endif
+        };
+        for (int i = 1; i < kSlicesAhead; ++i) request(i);
         for (int p0 = base; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
           const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
           const int n = std::min(block_size, ctx - p0);
-#if KVSERVE_HAS_AVX512
-          if (p0 + block_size < ctx)
-            prefetch_slice(k_cache + (table[p0 / block_size + 1] * n_kv + kvh) * block_size * head_dim, slice_bytes);
-          else  // the first V slice, read right after the softmax
-            prefetch_slice(v_cache + (table[base / block_size] * n_kv + kvh) * block_size * head_dim, slice_bytes);
-#endif
+          request((p0 - base) / block_size + kSlicesAhead);
           if constexpr (std::is_same_v<KvT, int8_t>) {
             dequantize_slices(kb, v_cache + (block * n_kv + kvh) * block_size * head_dim,
                               a.k_scales + block * block_size * groups, a.v_scales + block * block_size * groups, kvh, n,
@@ -348,10 +358,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           const int64_t block = table[p0 / block_size];
           const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
           const int n = std::min(block_size, ctx - p0);
-#if KVSERVE_HAS_AVX512
-          if (p0 + block_size < ctx)
-            prefetch_slice(v_cache + (table[p0 / block_size + 1] * n_kv + kvh) * block_size * head_dim, slice_bytes);
-#endif
+          request(blocks + (p0 - base) / block_size + kSlicesAhead);
           if constexpr (std::is_same_v<KvT, int8_t>) {
             dequantize_slices(k_cache + (block * n_kv + kvh) * block_size * head_dim, vb,
                               a.k_scales + block * block_size * groups, a.v_scales + block * block_size * groups, kvh, n,

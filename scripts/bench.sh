@@ -78,7 +78,7 @@ for name in ("15m", "110m", "1b"):
                     for k, v in sorted(j["aggregate_decode_tps"].items(), key=lambda kv: int(kv[0])))
     rows.append(f"| ~{name.upper()} ({j['params']/1e6:.0f}M params) | {j['prompt_tps']:.0f} "
                 f"({100*j['prompt_tps']/j['compute_limit_tps']:.0f}% of peak) | {j['decode1_tps']:.1f} | "
-                f"{100*j['decode1_tps']/j['decode_limit_tps']:.0f}% | {agg} |")
+                f"{100*j.get('decode1_share_read', j['decode1_tps']/j['decode_limit_tps']):.0f}% | {agg} |")
 j = json.load(open(os.path.join(out, "engine-110m.json")))
 rows.append("")
 rows.append(f"Machine: bandwidth {j['bandwidth_gbs']:.1f} GB/s, fp32 FMA peak {j['fma_peak_gflops']:.0f} GFLOP/s; KV cache {j.get('kv_dtype', 'f32')}.")

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "weights/huge_buffer.h"
@@ -81,6 +83,35 @@ double measure_read_bandwidth(int mib, int reps) {
   volatile uint64_t keep = sink;
   (void)keep;
   return static_cast<double>(bytes) / best;
+}
+
+ReadBandwidthProbe::ReadBandwidthProbe(int threads, int mib)
+    : threads_(std::max(threads, 1)), bytes_(static_cast<size_t>(mib) << 20), buffer_(new HugeBuffer(bytes_, false)) {
+  auto* p = static_cast<uint8_t*>(static_cast<HugeBuffer*>(buffer_)->data());
+  for (size_t i = 0; i < bytes_; i += 4096) std::memset(p + i, static_cast<int>(i >> 12), 4096);
+}
+
+ReadBandwidthProbe::~ReadBandwidthProbe() { delete static_cast<HugeBuffer*>(buffer_); }
+
+double ReadBandwidthProbe::sample(int reps) {
+  const auto* p = static_cast<const uint8_t*>(static_cast<HugeBuffer*>(buffer_)->data());
+  const size_t chunks = bytes_ / 32, nt = static_cast<size_t>(threads_);
+  double best = 1e30;
+  std::vector<uint64_t> sums(nt);
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> workers;
+    for (size_t t = 0; t < nt; ++t)
+      workers.emplace_back([&, t] {
+        const size_t lo = chunks * t / nt / 4 * 4, hi = chunks * (t + 1) / nt / 4 * 4;
+        sums[t] += sum_chunks(p + 32 * lo, hi - lo);
+      });
+    for (auto& w : workers) w.join();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  volatile uint64_t keep = sums[0];
+  (void)keep;
+  return static_cast<double>(bytes_) / best;
 }
 
 namespace {

@@ -3,6 +3,8 @@
 // vector registers on every thread).
 #pragma once
 
+#include <cstddef>
+
 namespace kvserve {
 
 // Best of `reps` triads a[i] = b[i] + s·c[i] over 3 arrays of `mib` MiB each; bytes/s moved,
@@ -12,6 +14,20 @@ double measure_bandwidth(int mib = 256, int reps = 5);
 // as the weights are (weights/huge_buffer.h): bytes/s read. A decode step only reads its
 // weights, so this is its limit; here it runs below the triad's count of bytes moved.
 double measure_read_bandwidth(int mib = 512, int reps = 5);
+// The same read pass, repeatable between a benchmark's runs: its buffer made once, and its
+// threads plain std::threads made per sample, so that no second OpenMP team exists beside the
+// engine's (libgomp then throttles the spinning of every team's barriers).
+class ReadBandwidthProbe {
+ public:
+  explicit ReadBandwidthProbe(int threads, int mib = 512);
+  ~ReadBandwidthProbe();
+  double sample(int reps = 3);  // bytes/s, the best of `reps` passes
+
+ private:
+  int threads_;
+  size_t bytes_;
+  void* buffer_;  // a HugeBuffer
+};
 // fp32 floating-point operations per second at full FMA throughput on all threads.
 double measure_fma_peak();
 

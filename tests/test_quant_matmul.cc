@@ -151,7 +151,7 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<Case, KernelLeve
 
 INSTANTIATE_TEST_SUITE_P(
     Types, HeldMatrix,
-    ::testing::Combine(::testing::Values(Case{{TensorType::kF16}, 200}, Case{{TensorType::kBF16}, 72},
+    ::testing::Combine(::testing::Values(Case{{TensorType::kF16}, 200}, Case{{TensorType::kF16}, 37}, Case{{TensorType::kBF16}, 72},
                                          Case{{TensorType::kQ4_0}, 576}, Case{{TensorType::kQ4_1}, 96},
                                          Case{{TensorType::kIQ4_NL}, 896}, Case{{TensorType::kQ5_0}, 896},
                                          Case{{TensorType::kQ4_1}, 640}, Case{{TensorType::kQ5_1}, 896},

@@ -53,6 +53,21 @@ TEST(F32Files, AgreeWithLlamaCpp) {
   EXPECT_LE(c.mean_abs, 0.002);
 }
 
+// The file's per-token log-probabilities with its matrices in the file's layout (lp[0]) and as
+// packed panels (lp[1]), each model's hparams in hp; false if this CPU packs no `probe` panels.
+bool by_layout(const GgufFile& f, const std::vector<int32_t>& tokens, int64_t prefill, TensorType probe,
+               std::vector<double> (&lp)[2], ModelHparams (&hp)[2]) {
+  if (!kernel_table(best_supported_level()).panels_apply(static_cast<uint32_t>(probe), 256, 16)) return false;
+  for (bool repack : {false, true}) {
+    ModelLoadOptions opt;
+    opt.weights.repack = repack;
+    auto model = load_model(f, opt);
+    hp[repack] = model->hparams();
+    lp[repack] = teacher_forced(*model, tokens, prefill);
+  }
+  return true;
+}
+
 // Packed panels (model.repack_weights) against the file's layout on the same file and level:
 // the same products with float sums in another order. An activation that lands within rounding
 // of half a level may then round the other way to 8 bits downstream, so a few tokens move by up
@@ -66,21 +81,13 @@ TEST(PackedPanels, SameLogProbabilitiesAsTheFileLayout) {
             .get<std::vector<int32_t>>();
     GgufFile f(path);
     std::vector<double> lp[2];
-    for (bool repack : {false, true}) {
-      ModelLoadOptions opt;
-      opt.weights.repack = repack;
-      auto model = load_model(f, opt);
-      if (repack && !kernel_table(best_supported_level()).panels_apply(static_cast<uint32_t>(TensorType::kQ8_0), 256, 16))
-        GTEST_SKIP() << "this CPU packs no panels (no AVX-512 VNNI)";
-      if (repack) {
-        // stories260K's FFN (172 wide) and tied output keep the file's layout; its attention is
-        // packed (16% of its bytes; of the synthetic files, all but the token embedding).
-        EXPECT_GT(model->hparams().panel_bytes, model->hparams().weight_bytes / 8) << name;
-      } else {
-        EXPECT_EQ(model->hparams().panel_bytes, 0) << name;
-      }
-      lp[repack] = teacher_forced(*model, tokens, static_cast<int64_t>(tokens.size()) / 2);
-    }
+    ModelHparams hp[2];
+    if (!by_layout(f, tokens, static_cast<int64_t>(tokens.size()) / 2, TensorType::kQ8_0, lp, hp))
+      GTEST_SKIP() << "this CPU packs no panels (no AVX-512 VNNI)";
+    // stories260K's FFN (172 wide) and tied output keep the file's layout; its attention is
+    // packed (16% of its bytes; of the synthetic files, all but the token embedding).
+    EXPECT_GT(hp[1].panel_bytes, hp[1].weight_bytes / 8) << name;
+    EXPECT_EQ(hp[0].panel_bytes, 0) << name;
     ASSERT_EQ(lp[0].size(), lp[1].size());
     double worst = 0, mean = 0;
     for (size_t i = 0; i < lp[0].size(); ++i) {
@@ -91,6 +98,31 @@ TEST(PackedPanels, SameLogProbabilitiesAsTheFileLayout) {
     EXPECT_LE(mean, 0.005) << name;
     EXPECT_GT(lp[0].size(), 100u);
   }
+}
+
+// F16 weights held as packed panels (kernels/f16_panels.cc) against the file's rows, over a
+// 100-token prompt (the GEMM on panels decoded back to rows) and then one token a step: the
+// same float products, summed in another order.
+TEST(PackedPanels, F16ModelSameAsTheRowLayout) {
+  SyntheticSpec spec;
+  spec.dim = 256, spec.ffn = 512, spec.heads = 4, spec.kv_heads = 2, spec.layers = 2, spec.vocab = 512;
+  const std::string path = std::string(KVSERVE_BINARY_DIR) + "/test-f16-panels.gguf";
+  write_synthetic_llama(spec, path, "f16");
+  std::mt19937 rng(11);
+  std::vector<int32_t> tokens{1};
+  for (int i = 0; i < 150; ++i) tokens.push_back(3 + static_cast<int32_t>(rng() % 500));
+  GgufFile f(path);
+  std::vector<double> lp[2];
+  ModelHparams hp[2];
+  if (!by_layout(f, tokens, 100, TensorType::kF16, lp, hp)) GTEST_SKIP() << "this CPU packs no F16 panels (no AVX-512)";
+  EXPECT_EQ(hp[0].panel_bytes, 0);
+  EXPECT_GT(hp[1].panel_bytes, hp[1].weight_bytes / 2);
+  ASSERT_EQ(lp[0].size(), lp[1].size());
+  double worst = 0;
+  for (size_t i = 0; i < lp[0].size(); ++i) worst = std::max(worst, std::fabs(lp[0][i] - lp[1][i]));
+  std::printf("F16 panels vs rows: largest difference %.2e nats\n", worst);
+  EXPECT_LE(worst, 1e-4);
+  EXPECT_GT(lp[0].size(), 100u);
 }
 
 // A q8_0 KV cache (34/32 bytes a value) against an f16 one on stories260K, in prefill chunks and

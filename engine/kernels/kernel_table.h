@@ -35,6 +35,7 @@ struct KernelTable {
   // kernels/quant_matmul.h
   void (*quant_matmul)(const QuantMatmulArgs& args);
   void (*dequantize_rows)(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
+  void (*dequantize_panels)(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out);
   // kernels/quant_dot_int8.h: whether quant_matmul's integer path takes this type and width
   // here, at any height (prompts included, 64 rows at a time)
   bool (*int8_path_applies)(uint32_t type, int64_t n_in);

@@ -25,6 +25,7 @@ const KernelTable& table() {
       .small_batch_matmul = small_batch_matmul,
       .quant_matmul = quant_matmul,
       .dequantize_rows = dequantize_rows,
+      .dequantize_panels = dequantize_panels,
       .int8_path_applies = int8_path_applies,
       .panels_apply = panels_apply,
       .pack_panels = pack_panels,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/quant_matmul.h"
 #include "kernels/small_batch_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
@@ -48,12 +49,15 @@ void quant_matmul_int8(const QuantMatmulArgs& a) {
 
 // Packed Q6_K panels are unpacked with GFNI (kernels/quant_kgemm_int8.cc).
 bool panels_apply(uint32_t type, int64_t n_in, int64_t rows) {
+  if (static_cast<TensorType>(type) == TensorType::kF16) return f16_panels_apply(rows);
   return int8_path_applies(type, n_in) && rows % 16 == 0 &&
          (static_cast<TensorType>(type) != TensorType::kQ6_K || cpu_has_gfni());
 }
 
 void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
-  if (kquant_int8_applies(type))
+  if (static_cast<TensorType>(type) == TensorType::kF16)
+    pack_f16_panels(w, rows, n_in);
+  else if (kquant_int8_applies(type))
     pack_kquant_panels(type, w, rows, row_bytes, n_in);
   else
     pack_panels32(type, w, rows, row_bytes, n_in);

@@ -366,6 +366,10 @@ void f16_rows(const QuantMatmulArgs& a) {
 
 void quant_matmul(const QuantMatmulArgs& a) {
   if (a.m == 0 || a.n_out == 0) return;
+  if (a.panels && static_cast<TensorType>(a.type) == TensorType::kF16) {
+    f16_panels_matmul(a);
+    return;
+  }
   if (a.int8_activations && int8_path_applies(a.type, a.n_in)) {
     quant_matmul_int8(a);
     return;
@@ -422,6 +426,10 @@ void quant_matmul(const QuantMatmulArgs& a) {
         }
     }
   }
+}
+
+void dequantize_panels(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out) {
+  if (static_cast<TensorType>(type) == TensorType::kF16) dequantize_f16_panels(w, rows, n_in, out);
 }
 
 void dequantize_rows(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out) {

@@ -28,7 +28,8 @@ struct QuantMatmulArgs {
   // (kernels/quant_dot_int8.h); scratch then holds int8_scratch_bytes(m, n_in) bytes.
   bool int8_activations = false;
   void* scratch = nullptr;
-  // w holds packed panels (pack_panels; int8_activations then set): the integer path's layout.
+  // w holds packed panels (pack_panels): the integer path's layout (int8_activations then set),
+  // or F16's (kernels/f16_panels.cc).
   bool panels = false;
 };
 
@@ -41,6 +42,16 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 void quant_matmul(const QuantMatmulArgs& args);
 // Rows [0, rows) of w ([rows, row_bytes] in `type`) decoded to out: [rows, n_in], in parallel.
 void dequantize_rows(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
+// The same for rows held as packed panels (pack_panels; rows a multiple of 16).
+void dequantize_panels(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out);
+
+// F16 as packed panels (kernels/f16_panels.cc; AVX-512 levels): whether a matrix of `rows` may
+// be held so, packing w ([rows, n_in] halves) in place, the product at any height (a.panels),
+// and the rows back as floats (out: [rows, n_in]).
+bool f16_panels_apply(int64_t rows);
+void pack_f16_panels(uint8_t* w, int64_t rows, int64_t n_in);
+void f16_panels_matmul(const QuantMatmulArgs& a);
+void dequantize_f16_panels(const uint8_t* w, int64_t rows, int64_t n_in, float* out);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif

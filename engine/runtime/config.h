@@ -26,9 +26,10 @@ struct ModelOptions {
   // bits per block (32 values; 256 for the K types), as llama.cpp does, where the CPU has AVX-512
   // VNNI; false multiplies float activations (the exact product of the stored weights; slower).
   bool int8_activations = true;
-  // Weights on that integer path are rewritten once at load, in place and to the same bytes,
-  // into panels of 16 rows in the order the products read them (faster decode); false keeps the
-  // file's layout. Matrices whose rows are also looked up (a tied embedding) keep it always.
+  // Weights on that integer path, and F16 ones on AVX-512 CPUs, are rewritten once at load, in
+  // place and to the same bytes, into panels of 16 rows in the order the products read them
+  // (faster decode); false keeps the file's layout. Matrices whose rows are also looked up (a
+  // tied embedding) keep it always.
   bool repack_weights = true;
   // CPU kernel set: "auto" (the best this CPU supports), or "avx512", "avx2", "scalar" to force
   // one (for tests, and for CPUs that lower their clock under AVX-512); a level the CPU lacks is

@@ -78,8 +78,10 @@ int main(int argc, char** argv) {
     tr.from_float(w.data(), encoded.data(), n_out * n_in);
     // Paths: 0 float, 1 integer on the file's rows, 2 integer on packed panels (as the loader
     // holds such matrices); the bytes in the weights' own huge-page arena.
+    // F16's panels take its float kernels.
     for (int path = 0; path < 3; ++path) {
-      const bool int8 = path > 0;
+      const bool int8 = path > 0 && t != TensorType::kF16;
+      if (path == 1 && !int8) continue;
       if (int8 && !ctx.kernels->int8_path_applies(type, n_in)) continue;
       if (path == 2 && !ctx.kernels->panels_apply(type, n_in, n_out)) continue;
       std::vector<std::unique_ptr<kvserve::WeightMatrix>> mats;

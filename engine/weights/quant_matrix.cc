@@ -34,7 +34,8 @@ QuantMatrix::QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n
     : WeightMatrix(0, n_in), ctx_(&ctx), parts_(merge_adjacent(std::move(parts))), int8_activations_(int8_activations) {
   for (const Part& p : parts_) {
     n_out_ += p.rows;
-    if (p.panels && !int8_path(p)) throw std::logic_error("QuantMatrix: packed panels need the integer path");
+    if (p.panels && !int8_path(p) && p.type != TensorType::kF16)
+      throw std::logic_error("QuantMatrix: packed panels need the integer path");
   }
 }
 
@@ -102,8 +103,12 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
       const int64_t panel = panel_rows();
       for (int64_t r0 = 0; r0 < p.rows; r0 += panel) {
         const int64_t nb = std::min(panel, p.rows - r0);
-        ctx_->kernels->dequantize_rows(static_cast<uint32_t>(p.type), p.data + r0 * p.row_bytes, p.row_bytes, nb,
-                                       n_in_, ctx_->panel.data());
+        if (p.panels)
+          ctx_->kernels->dequantize_panels(static_cast<uint32_t>(p.type), p.data + r0 * p.row_bytes, nb, n_in_,
+                                           ctx_->panel.data());
+        else
+          ctx_->kernels->dequantize_rows(static_cast<uint32_t>(p.type), p.data + r0 * p.row_bytes, p.row_bytes, nb,
+                                         n_in_, ctx_->panel.data());
         dnnl::sgemm('N', 'T', m, nb, n_in_, 1.0f, x, n_in_, ctx_->panel.data(), n_in_, accumulate ? 1.0f : 0.0f,
                     y + col + r0, n_out_);
       }

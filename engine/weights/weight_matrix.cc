@@ -50,7 +50,10 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
   if (!all_f32 && !all_bf16) {
     // Held as stored: the bytes copied once into the model's arena.
     std::vector<HeldRows> held;
-    for (const TensorRef& p : parts) held.push_back(hold_tensor(ctx, f, p, policy.int8_activations && policy.repack));
+    // Packed where the product reading them takes panels: F16's float kernels, or the integer path.
+    for (size_t i = 0; i < parts.size(); ++i)
+      held.push_back(hold_tensor(ctx, f, parts[i],
+                                 policy.repack && (infos[i]->type == TensorType::kF16 || policy.int8_activations)));
     return make_held_matrix(ctx, std::move(held), n_in, policy);
   }
   std::vector<float> w;

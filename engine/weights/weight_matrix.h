@@ -25,8 +25,8 @@ struct WeightPolicy {
   // 256 for the K types, as llama.cpp does; integer products, kernels/quant_dot_int8.h) where the
   // CPU has AVX-512 VNNI (model.int8_activations); false: float activations, the exact product.
   bool int8_activations = true;
-  // Matrices on that integer path are held as packed panels where the kernels allow it
-  // (model.repack_weights; kernels/quant_dot_int8.h's pack_panels).
+  // Matrices on that integer path, and F16 ones, are held as packed panels where the kernels
+  // allow it (model.repack_weights; kernels/quant_dot_int8.h's pack_panels).
   bool repack = true;
 };
 

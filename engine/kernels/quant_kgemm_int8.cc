@@ -234,8 +234,8 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 }
 
 // The K types held as packed panels (pack_kpanels): each 16 rows' bytes rewritten once at load,
-// in place and to the same size, in the order tile() reads them, so that a product reads each
-// panel as one stream front to back. Per super-block of a panel of 16 rows, in order:
+// in place and to the same size, in the order tile() reads them. Per super-block of a panel of
+// 16 rows:
 //   levels  32 vectors, vector u holding step 2u (lane i = 4 levels of row i, as unpack_panel
 //           orders them) in the low nibbles and step 2u + 1 in the high;
 //   high    Q5_K: 64 words of 64 bits, bit 4i + j of word t the fifth bit of level j of row i in
@@ -243,21 +243,30 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 //           4-5 of that byte's level in the sub-block's step j;
 //   words   4 vectors: Q4_K/Q5_K the 12 scale bytes as three words (lane i = row i) and the
 //           (d, dmin) word; Q6_K the 16 scale bytes as four words;
-// and Q6_K's 16 F16 d of each super-block, all after the last super-block; where rows have an
-// odd number of super-blocks, every other panel starts 32 bytes into a line (of a matrix that
-// starts on one) and puts them before the first instead, so that every vector stays aligned.
+//   d       Q6_K: the 16 rows' F16 d.
+// Each part in a plane of its own (levels of every super-block, then high, words and d), each
+// plane a stream requested ahead at its own rate. Where rows have an odd number of super-blocks,
+// every other panel of a matrix that starts on a 64-byte line starts 32 bytes into one: those
+// put Q6_K's d plane (32 bytes a super-block) first, so that every vector stays aligned. (Each
+// super-block's parts side by side, one stream a panel, measured 10-15% slower per matrix at
+// one row, 2048 and 5632 wide, for Q4_K and Q6_K.)
 template <Kind kKind>
 struct KLayout {
-  static constexpr int64_t kHigh = 2048;
-  static constexpr int64_t kWords = kHigh + (kKind == Kind::kQ5K ? 512 : kKind == Kind::kQ6K ? 1024 : 0);
-  static constexpr int64_t kBody = kWords + 256;               // levels, high and words
-  static constexpr int64_t kD = kKind == Kind::kQ6K ? 32 : 0;  // bytes of d a super-block
+  static constexpr int64_t kLevels = 2048;  // bytes of each part a super-block
+  static constexpr int64_t kHigh = kKind == Kind::kQ5K ? 512 : kKind == Kind::kQ6K ? 1024 : 0;
+  static constexpr int64_t kWords = 256;
+  static constexpr int64_t kD = kKind == Kind::kQ6K ? 32 : 0;
   int64_t blocks = 0;
-  bool d_first = false;
+  int64_t lead = 0;  // bytes of d before the levels
   KLayout() = default;
-  KLayout(int64_t panel, int64_t n_blocks) : blocks(n_blocks), d_first(kD > 0 && n_blocks % 2 == 1 && panel % 2 == 1) {}
-  int64_t at(int64_t k) const { return (d_first ? kD * blocks : 0) + k * kBody; }  // super-block k's body
-  int64_t d(int64_t k) const { return (d_first ? 0 : kBody * blocks) + k * kD; }
+  KLayout(int64_t panel, int64_t n_blocks) : blocks(n_blocks), lead(n_blocks % 2 == 1 && panel % 2 == 1 ? kD * n_blocks : 0) {}
+  // Where super-block k's parts start, in bytes from the panel's first.
+  int64_t levels(int64_t k) const { return lead + kLevels * k; }
+  int64_t high(int64_t k) const { return lead + kLevels * blocks + kHigh * k; }
+  int64_t words(int64_t k) const { return lead + (kLevels + kHigh) * blocks + kWords * k; }
+  int64_t d(int64_t k) const { return (lead ? 0 : (kLevels + kHigh + kWords) * blocks) + kD * k; }
+  // How far ahead a part's lines are requested: kPanelAhead of the levels' bytes.
+  static constexpr int64_t ahead(int64_t part) { return kPanelAhead * part / kLevels; }
 };
 
 // w: panel `index` of a matrix, packed in place.
@@ -286,26 +295,25 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
   const KLayout<kKind> lay(index, blocks);
   const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
   for (int64_t k = 0; k < blocks; ++k) {
-    uint8_t* body = w + lay.at(k);
     const IntVec* st = &p.w[64 * k];
     for (int u = 0; u < 32; ++u)
-      _mm512_storeu_si512(body + 64 * u, _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
+      _mm512_storeu_si512(w + lay.levels(k) + 64 * u, _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
                                                          _mm512_slli_epi16(_mm512_and_si512(st[2 * u + 1].v, nib), 4)));
     if constexpr (kKind == Kind::kQ5K)
       for (int t = 0; t < 64; ++t) {
         const uint64_t bits = _mm512_test_epi8_mask(st[t].v, _mm512_set1_epi8(0x10));
-        std::memcpy(body + lay.kHigh + 8 * t, &bits, 8);
+        std::memcpy(w + lay.high(k) + 8 * t, &bits, 8);
       }
     if constexpr (kKind == Kind::kQ6K) {
       for (int s = 0; s < 16; ++s) {
         __m512i h = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j)
           h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(st[4 * s + j].v, 4), two), 2 * j));
-        _mm512_storeu_si512(body + lay.kHigh + 64 * s, h);
+        _mm512_storeu_si512(w + lay.high(k) + 64 * s, h);
       }
       std::memcpy(w + lay.d(k), &d[16 * k], 32);
     }
-    for (int q = 0; q < 4; ++q) _mm512_storeu_si512(body + lay.kWords + 64 * q, words[4 * k + q].v);
+    for (int q = 0; q < 4; ++q) _mm512_storeu_si512(w + lay.words(k) + 64 * q, words[4 * k + q].v);
   }
 }
 
@@ -331,24 +339,26 @@ struct PackedSource {
   KLayout<kKind> lay;
   __m512i sc[kSub], pr[kSub / 2];
   __m512 d_, dmin_;
-  const uint8_t* body_ = nullptr;  // super-block k's (begin)
+  const uint8_t* levels_ = nullptr;  // super-block k's levels and high (begin)
+  const uint8_t* high_ = nullptr;
 
   PackedSource() = default;
   // Panel `index` of the matrix at w.
   PackedSource(const uint8_t* w, int64_t panel_bytes, int64_t index, int64_t blocks)
       : p(w + index * panel_bytes), lay(index, blocks) {}
 
-  // Every line read asks for the line kPanelAhead further on into L2, so the whole stream is
-  // requested ahead.
+  // Every line read asks for the line its part's ahead() further on into L2.
   void begin(int64_t k) {
-    body_ = p + lay.at(k);
-    const uint8_t* wd = body_ + lay.kWords;
-    for (int q = 0; q < 4; ++q) prefetch_l2(wd + 64 * q + kPanelAhead);
+    using L = KLayout<kKind>;
+    levels_ = p + lay.levels(k);
+    high_ = p + lay.high(k);
+    const uint8_t* wd = p + lay.words(k);
+    for (int q = 0; q < 4; ++q) prefetch_l2(wd + 64 * q + L::ahead(L::kWords));
     if constexpr (kKind == Kind::kQ6K) {
       const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
       k6_scales(words, sc, pr);
       const uint8_t* dp = p + lay.d(k);
-      if (k % 2 == 0) prefetch_l2(dp + kPanelAhead / 64);
+      if (k % 2 == 0) prefetch_l2(dp + L::ahead(L::kD));
       d_ = _mm512_cvtph_ps(load32(dp));
     } else {
       k4_scales(load64(wd), load64(wd + 64), load64(wd + 128), sc, pr);
@@ -365,8 +375,9 @@ struct PackedSource {
   }
   void steps(int64_t, int step, __m512i& w0, __m512i& w1) const {
     const __m512i nib = _mm512_set1_epi8(0x0F);
-    const uint8_t* at = body_ + 64 * (step / 2);
-    prefetch_l2(at + kPanelAhead);
+    using L = KLayout<kKind>;
+    const uint8_t* at = levels_ + 64 * (step / 2);
+    prefetch_l2(at + L::ahead(L::kLevels));
     const __m512i v = load64(at);
     if constexpr (kKind == Kind::kQ4K) {
       w0 = _mm512_and_si512(v, nib);
@@ -376,8 +387,8 @@ struct PackedSource {
     if constexpr (kKind == Kind::kQ6K) {
       // Steps 4s + j, j = 0, 1 or 2, 3: h's bits 2j, 2j + 1 to bits 4-5 by one GF(2) affine
       // map a byte each (gf_bits), merged with the nibbles.
-      const uint8_t* hp = body_ + lay.kHigh + 64 * (step / 4);
-      if (step % 4 == 0) prefetch_l2(hp + kPanelAhead);
+      const uint8_t* hp = high_ + 64 * (step / 4);
+      if (step % 4 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
       const __m512i h = load64(hp);
       const int j = step % 4;
       w0 = _mm512_ternarylogic_epi32(v, gf_bits(h, field_to_45(j)), nib, 0xEC);  // (v & nib) | field
@@ -388,8 +399,8 @@ struct PackedSource {
     w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
     if constexpr (kKind == Kind::kQ5K) {
       uint64_t m0, m1;
-      const uint8_t* hp = body_ + lay.kHigh + 8 * step;
-      if (step % 8 == 0) prefetch_l2(hp + kPanelAhead);
+      const uint8_t* hp = high_ + 8 * step;
+      if (step % 8 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
       std::memcpy(&m0, hp, 8);
       std::memcpy(&m1, hp + 8, 8);
       w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(0x10));

@@ -245,8 +245,8 @@ int main(int argc, char** argv) {
   std::printf("model %s: %.1fM params (%s weights held as %s), %s KV cache, %d threads, %s kernels\n", model.c_str(),
               mi.n_params / 1e6, mi.weight_type.c_str(), mi.weights_held_as.c_str(), kv_dtype.c_str(), threads,
               mi.kernels.c_str());
-  std::printf("machine: memory read bandwidth %.1f GB/s around the median decode run (triad %.1f, write-allocate traffic counted), fp32 FMA peak %.1f "
-              "GFLOP/s\n",
+  std::printf("machine: memory read bandwidth %.1f GB/s around the median decode run (triad %.1f, write-allocate "
+              "traffic counted), fp32 FMA peak %.1f GFLOP/s\n",
               bw / 1e9, triad / 1e9, peak / 1e9);
   std::printf("limits: decode %.1f tok/s (read bandwidth / %.1f MB streamed a step: %.1f MB of weights, %.1f MB of K/V "
               "at the decode run's mean context of %.0f), compute %.1f tok/s (peak / 2 x params)\n",
@@ -257,7 +257,8 @@ int main(int argc, char** argv) {
               "(%.1f%% counting the weights alone; %.1f%% of triad); runs:",
               decode_tps, 100 * decode_share, 100 * decode_share * weight_bytes / streamed,
               100 * decode_share * bw / triad);
-  for (int r = 0; r < kDecodeRuns; ++r) std::printf(" %.1f tok/s at %.1f GB/s (%.0f%%)", run_tps[r], run_bw[r] / 1e9, 100 * shares[r]);
+  for (int r = 0; r < kDecodeRuns; ++r)
+    std::printf(" %.1f tok/s at %.1f GB/s (%.0f%%)", run_tps[r], run_bw[r] / 1e9, 100 * shares[r]);
   std::printf("\n");
   for (auto [b, a] : agg)
     std::printf("aggregate decode, %2d sequences: %.1f tok/s = %.1f%% of compute limit; whole run %.1f output tok/s, "
@@ -283,7 +284,8 @@ int main(int argc, char** argv) {
     j["decode_limit_tps"] = decode_limit;  // read bandwidth / (weights + K/V) a step
     j["decode1_share_read"] = decode_share;  // the median run against the bandwidth around it
     j["decode1_runs"] = nlohmann::json::array();
-    for (int r = 0; r < kDecodeRuns; ++r) j["decode1_runs"].push_back({{"tps", run_tps[r]}, {"read_gbs", run_bw[r] / 1e9}});
+    for (int r = 0; r < kDecodeRuns; ++r)
+      j["decode1_runs"].push_back({{"tps", run_tps[r]}, {"read_gbs", run_bw[r] / 1e9}});
     j["compute_limit_tps"] = compute_limit;
     j["prompt_len"] = prompt_len;
     j["prompt_tps"] = prompt_tps;

@@ -86,15 +86,17 @@ double measure_read_bandwidth(int mib, int reps) {
 }
 
 ReadBandwidthProbe::ReadBandwidthProbe(int threads, int mib)
-    : threads_(std::max(threads, 1)), bytes_(static_cast<size_t>(mib) << 20), buffer_(new HugeBuffer(bytes_, false)) {
-  auto* p = static_cast<uint8_t*>(static_cast<HugeBuffer*>(buffer_)->data());
+    : threads_(std::max(threads, 1)),
+      bytes_(static_cast<size_t>(mib) << 20),
+      buffer_(std::make_unique<HugeBuffer>(bytes_, false)) {
+  auto* p = static_cast<uint8_t*>(buffer_->data());
   for (size_t i = 0; i < bytes_; i += 4096) std::memset(p + i, static_cast<int>(i >> 12), 4096);
 }
 
-ReadBandwidthProbe::~ReadBandwidthProbe() { delete static_cast<HugeBuffer*>(buffer_); }
+ReadBandwidthProbe::~ReadBandwidthProbe() = default;
 
 double ReadBandwidthProbe::sample(int reps) {
-  const auto* p = static_cast<const uint8_t*>(static_cast<HugeBuffer*>(buffer_)->data());
+  const auto* p = static_cast<const uint8_t*>(buffer_->data());
   const size_t chunks = bytes_ / 32, nt = static_cast<size_t>(threads_);
   double best = 1e30;
   std::vector<uint64_t> sums(nt);

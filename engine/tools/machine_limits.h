@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 namespace kvserve {
+
+class HugeBuffer;
 
 // Best of `reps` triads a[i] = b[i] + s·c[i] over 3 arrays of `mib` MiB each; bytes/s moved,
 // the read for ownership of a included.
@@ -26,7 +29,7 @@ class ReadBandwidthProbe {
  private:
   int threads_;
   size_t bytes_;
-  void* buffer_;  // a HugeBuffer
+  std::unique_ptr<HugeBuffer> buffer_;
 };
 // fp32 floating-point operations per second at full FMA throughput on all threads.
 double measure_fma_peak();

@@ -140,26 +140,15 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out) {
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) isum[p][r] = side[p][r] = _mm512_setzero_si512();
     for (int s = 0; s < kSub; ++s) {
-      // Two chains of vpdpbusd each, so that few rows do not wait on their latency; the odd
-      // steps' chain as the source leaves it (Source::odd makes it the levels' sum).
+      // Two chains (dot_pair); the odd steps' chain as the source leaves it (Source::odd makes
+      // it the levels' sum).
       __m512i dot[P][R], dot1[P][R];
       for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
       for (int t = 0; t < kSteps; t += 2) {
         const int step = s * kSteps + t;
-        __m512i x0[R], x1[R];
-        for (int r = 0; r < R; ++r) {
-          x0[r] = broadcast4(x[r].q + 256 * k + 4 * step);
-          x1[r] = broadcast4(x[r].q + 256 * k + 4 * step + 4);
-        }
-        for (int p = 0; p < P; ++p) {
-          __m512i w0, w1;
-          src[p].steps(k, step, w0, w1);
-          for (int r = 0; r < R; ++r) {
-            dot[p][r] = _mm512_dpbusd_epi32(dot[p][r], w0, x0[r]);
-            dot1[p][r] = _mm512_dpbusd_epi32(dot1[p][r], w1, x1[r]);
-          }
-        }
+        dot_pair<R, P>(x, 256 * k + 4 * step, [&](int p, __m512i& w0, __m512i& w1) { src[p].steps(k, step, w0, w1); },
+                       dot, dot1);
       }
       for (int p = 0; p < P; ++p) {
         // Position s of the activations' order holds sub-block kK4Order[s] for Q4_K/Q5_K.

@@ -143,25 +143,12 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
   for (int p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    // Two chains of vpdpbusd each, so that few rows do not wait on their latency.
-    __m512i dot[P][R], dot1[P][R];
+    __m512i dot[P][R], dot1[P][R];  // two chains (dot_pair)
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
-    for (int u = 0; u < 4; ++u) {
-      __m512i x0[R], x1[R];
-      for (int r = 0; r < R; ++r) {
-        x0[r] = broadcast4(x[r].q + 32 * b + 8 * u);
-        x1[r] = broadcast4(x[r].q + 32 * b + 8 * u + 4);
-      }
-      for (int p = 0; p < P; ++p) {
-        __m512i w0, w1;
-        step_pair<T>(ps[p], lay, b, u, w0, w1);
-        for (int r = 0; r < R; ++r) {
-          dot[p][r] = _mm512_dpbusd_epi32(dot[p][r], w0, x0[r]);
-          dot1[p][r] = _mm512_dpbusd_epi32(dot1[p][r], w1, x1[r]);
-        }
-      }
-    }
+    for (int u = 0; u < 4; ++u)
+      dot_pair<R, P>(x, 32 * b + 8 * u, [&](int p, __m512i& w0, __m512i& w1) { step_pair<T>(ps[p], lay, b, u, w0, w1); },
+                     dot, dot1);
     for (int p = 0; p < P; ++p) {
       // Scales are 32 bytes a block: one line every second block.
       if (b % 2 == 0) prefetch_l2(ps[p] + lay.scales + 32 * b + kPanelAhead / (T::bits == 8 ? 16 : 8));

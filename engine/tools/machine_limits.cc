@@ -62,28 +62,7 @@ uint64_t sum_chunks(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-double measure_read_bandwidth(int mib, int reps) {
-  const size_t bytes = static_cast<size_t>(mib) << 20, chunks = bytes / 32;
-  HugeBuffer buf(bytes, false);
-  auto* p = static_cast<uint8_t*>(buf.data());
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < bytes; i += 4096) std::memset(p + i, static_cast<int>(i >> 12), 4096);
-  double best = 1e30;
-  uint64_t sink = 0;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel reduction(+ : sink)
-    {
-      const size_t nt = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
-      const size_t lo = chunks * t / nt / 4 * 4, hi = chunks * (t + 1) / nt / 4 * 4;
-      sink += sum_chunks(p + 32 * lo, hi - lo);
-    }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  volatile uint64_t keep = sink;
-  (void)keep;
-  return static_cast<double>(bytes) / best;
-}
+double measure_read_bandwidth(int mib, int reps) { return ReadBandwidthProbe(omp_get_max_threads(), mib).sample(reps); }
 
 ReadBandwidthProbe::ReadBandwidthProbe(int threads, int mib)
     : threads_(std::max(threads, 1)),

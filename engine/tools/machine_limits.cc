@@ -62,7 +62,7 @@ uint64_t sum_chunks(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-double measure_read_bandwidth(int mib, int reps) { return ReadBandwidthProbe(omp_get_max_threads(), mib).sample(reps); }
+ReadBandwidth measure_read_bandwidth(int mib, int reps) { return ReadBandwidthProbe(omp_get_max_threads(), mib).sample(reps); }
 
 ReadBandwidthProbe::ReadBandwidthProbe(int threads, int mib)
     : threads_(std::max(threads, 1)),
@@ -74,10 +74,11 @@ ReadBandwidthProbe::ReadBandwidthProbe(int threads, int mib)
 
 ReadBandwidthProbe::~ReadBandwidthProbe() = default;
 
-double ReadBandwidthProbe::sample(int reps) {
+ReadBandwidth ReadBandwidthProbe::sample(int reps) {
   const auto* p = static_cast<const uint8_t*>(buffer_->data());
   const size_t chunks = bytes_ / 32, nt = static_cast<size_t>(threads_);
-  double best = 1e30;
+  double best = 1e30, total = 0;
+  reps = std::max(reps, 1);
   std::vector<uint64_t> sums(nt);
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -88,11 +89,14 @@ double ReadBandwidthProbe::sample(int reps) {
         sums[t] += sum_chunks(p + 32 * lo, hi - lo);
       });
     for (auto& w : workers) w.join();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, t);
+    total += t;
   }
   volatile uint64_t keep = sums[0];
   (void)keep;
-  return static_cast<double>(bytes_) / best;
+  const auto bytes = static_cast<double>(bytes_);
+  return {bytes * reps / total, bytes / best};
 }
 
 namespace {

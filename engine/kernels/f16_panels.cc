@@ -26,21 +26,25 @@ namespace {
 using panel::kPanel;
 using panel::kPanelAhead;
 using panel::prefetch_l2;
+using panel::request_slice;
 
 // R activation rows (x: [R, ldx]) times P panels (w: P panels panel_bytes apart, n_in columns
 // each): out[p * R + r] lane i = output of row i of panel p. Even and odd columns in two
-// chains, so that few rows do not wait on the FMA latency.
+// chains, so that few rows do not wait on the FMA latency. ahead: request each panel's lines
+// ahead; next: bytes to request into L2 meanwhile, a slice every 16 columns.
 template <int R, int P>
-void tile(const uint8_t* w, int64_t panel_bytes, const float* x, int64_t ldx, int64_t n_in, __m512* out) {
+void tile(const uint8_t* w, int64_t panel_bytes, const float* x, int64_t ldx, int64_t n_in, __m512* out,
+          bool ahead = true, const uint8_t* next = nullptr, int64_t next_bytes = 0) {
   __m512 acc[2][P][R];
   for (int c = 0; c < 2; ++c)
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) acc[c][p][r] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 2 <= n_in; k += 2) {
+    if (next && k % 16 == 0) request_slice(next, next_bytes, k / 16, (n_in + 15) / 16);
     for (int p = 0; p < P; ++p) {
       const uint8_t* at = w + p * panel_bytes + 32 * k;
-      prefetch_l2(at + kPanelAhead);
+      if (ahead) prefetch_l2(at + kPanelAhead);
       const __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
       const __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 32)));
       for (int r = 0; r < R; ++r) {
@@ -65,22 +69,23 @@ void store(const QuantMatmulArgs& a, int64_t r0, int rows, int64_t panel, const 
   }
 }
 
-// One or two activation rows over P panels at a time (4 or 2: one stream each), groups handed
-// to threads one at a time (as the packed integer panels, kernels/quant_kgemm_int8.cc).
+// One or two activation rows over P panels at a time (4 or 2: one stream each), each group's
+// bytes requested while the one before it runs (claim_groups, as the packed integer panels).
 template <int R, int P>
 void few_rows(const QuantMatmulArgs& a) {
   const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t g = 0; g < (panels + P - 1) / P; ++g) {
+  panel::claim_groups((panels + P - 1) / P, P * panel_bytes, [&](int64_t g, int64_t next, bool ahead) {
     const int64_t p0 = g * P;
+    const uint8_t* next_w = next >= 0 ? a.w + next * P * panel_bytes : nullptr;
+    const int64_t next_bytes = next >= 0 ? (std::min(panels, (next + 1) * P) - next * P) * panel_bytes : 0;
     __m512 out[P * R];
     if (p0 + P <= panels) {
-      tile<R, P>(a.w + p0 * panel_bytes, panel_bytes, a.x, a.n_in, a.n_in, out);
+      tile<R, P>(a.w + p0 * panel_bytes, panel_bytes, a.x, a.n_in, a.n_in, out, ahead, next_w, next_bytes);
     } else {
       for (int64_t p = p0; p < panels; ++p) tile<R, 1>(a.w + p * panel_bytes, panel_bytes, a.x, a.n_in, a.n_in, out + (p - p0) * R);
     }
     for (int64_t p = p0; p < std::min(panels, p0 + P); ++p) store(a, 0, R, p, out + (p - p0) * R);
-  }
+  });
 }
 
 }  // namespace

@@ -128,8 +128,9 @@ struct UnpackedSource {
 // R activation rows times P panels (Source: UnpackedSource or PackedSource) over every
 // super-block: out[p * R + r] lane i = output of row i of panel p. Several panels at once give
 // one row several streams through memory, which the hardware prefetchers serve faster than one.
+// next: bytes to request into L2 meanwhile, a slice a sub-block (the next group of panels).
 template <Kind kKind, int R, int P, class Source>
-void tile(Source* src, const KRow* x, int64_t blocks, __m512* out) {
+void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t* next = nullptr, int64_t next_bytes = 0) {
   constexpr int kSub = kSubBlocks<kKind>, kSteps = 64 / kSub;  // 4-level steps per sub-block
   __m512 acc[P][R];
   for (int p = 0; p < P; ++p)
@@ -140,6 +141,7 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out) {
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) isum[p][r] = side[p][r] = _mm512_setzero_si512();
     for (int s = 0; s < kSub; ++s) {
+      if (next) request_slice(next, next_bytes, k * kSub + s, blocks * kSub);  // the next group's bytes
       // Two chains (dot_pair); the odd steps' chain as the source leaves it (Source::odd makes
       // it the levels' sum).
       __m512i dot[P][R], dot1[P][R];
@@ -330,6 +332,7 @@ struct PackedSource {
   __m512 d_, dmin_;
   const uint8_t* levels_ = nullptr;  // super-block k's levels and high (begin)
   const uint8_t* high_ = nullptr;
+  bool ahead = true;  // request lines ahead in each part (false: the tile's bytes were requested before it)
 
   PackedSource() = default;
   // Panel `index` of the matrix at w.
@@ -342,12 +345,13 @@ struct PackedSource {
     levels_ = p + lay.levels(k);
     high_ = p + lay.high(k);
     const uint8_t* wd = p + lay.words(k);
-    for (int q = 0; q < 4; ++q) prefetch_l2(wd + 64 * q + L::ahead(L::kWords));
+    if (ahead)
+      for (int q = 0; q < 4; ++q) prefetch_l2(wd + 64 * q + L::ahead(L::kWords));
     if constexpr (kKind == Kind::kQ6K) {
       const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
       k6_scales(words, sc, pr);
       const uint8_t* dp = p + lay.d(k);
-      if (k % 2 == 0) prefetch_l2(dp + L::ahead(L::kD));
+      if (ahead && k % 2 == 0) prefetch_l2(dp + L::ahead(L::kD));
       d_ = _mm512_cvtph_ps(load32(dp));
     } else {
       k4_scales(load64(wd), load64(wd + 64), load64(wd + 128), sc, pr);
@@ -366,7 +370,7 @@ struct PackedSource {
     const __m512i nib = _mm512_set1_epi8(0x0F);
     using L = KLayout<kKind>;
     const uint8_t* at = levels_ + 64 * (step / 2);
-    prefetch_l2(at + L::ahead(L::kLevels));
+    if (ahead) prefetch_l2(at + L::ahead(L::kLevels));
     const __m512i v = load64(at);
     if constexpr (kKind == Kind::kQ4K) {
       w0 = _mm512_and_si512(v, nib);
@@ -377,7 +381,7 @@ struct PackedSource {
       // Steps 4s + j, j = 0, 1 or 2, 3: h's bits 2j, 2j + 1 to bits 4-5 by one GF(2) affine
       // map a byte each (gf_bits), merged with the nibbles.
       const uint8_t* hp = high_ + 64 * (step / 4);
-      if (step % 4 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
+      if (ahead && step % 4 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
       const __m512i h = load64(hp);
       const int j = step % 4;
       w0 = _mm512_ternarylogic_epi32(v, gf_bits(h, field_to_45(j)), nib, 0xEC);  // (v & nib) | field
@@ -389,7 +393,7 @@ struct PackedSource {
     if constexpr (kKind == Kind::kQ5K) {
       uint64_t m0, m1;
       const uint8_t* hp = high_ + 8 * step;
-      if (step % 8 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
+      if (ahead && step % 8 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
       std::memcpy(&m0, hp, 8);
       std::memcpy(&m1, hp + 8, 8);
       w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(0x10));
@@ -407,20 +411,24 @@ struct PackedSource {
   __m512 dmin(int64_t) const { return dmin_; }
 };
 
-// One or two activation rows over P panels at a time (4 or 2: one stream each).
+// One or two activation rows over P panels at a time (4 or 2: one stream each), each group's
+// bytes requested while the one before it runs (claim_groups); each part requests lines ahead
+// only where nothing requested the group before.
 template <Kind kKind, int R, int P>
 void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks) {
   const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
-  // Groups handed out one at a time as threads free up: on a shared machine one core often
-  // runs slower, and a static split then waits for it at every product.
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t g = 0; g < (panels + P - 1) / P; ++g) {
+  claim_groups((panels + P - 1) / P, P * panel_bytes, [&](int64_t g, int64_t next, bool ahead) {
     const int64_t p0 = g * P;
+    const uint8_t* next_w = next >= 0 ? a.w + next * P * panel_bytes : nullptr;
+    const int64_t next_bytes = next >= 0 ? (std::min(panels, (next + 1) * P) - next * P) * panel_bytes : 0;
     __m512 out[P * R];
     if (p0 + P <= panels) {
       PackedSource<kKind> src[P];
-      for (int p = 0; p < P; ++p) src[p] = PackedSource<kKind>(a.w, panel_bytes, p0 + p, blocks);
-      tile<kKind, R, P>(src, x, blocks, out);
+      for (int p = 0; p < P; ++p) {
+        src[p] = PackedSource<kKind>(a.w, panel_bytes, p0 + p, blocks);
+        src[p].ahead = ahead;
+      }
+      tile<kKind, R, P>(src, x, blocks, out, next_w, next_bytes);
     } else {
       for (int64_t p = p0; p < panels; ++p) {
         PackedSource<kKind> src(a.w, panel_bytes, p, blocks);
@@ -433,7 +441,7 @@ void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks) {
         const __m512 v = out[(p - p0) * R + r];
         _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
       }
-  }
+  });
 }
 
 template <Kind kKind>

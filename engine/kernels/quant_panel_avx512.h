@@ -6,6 +6,10 @@
 #pragma once
 
 #if KVSERVE_HAS_AVX512
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
 namespace kvserve::KVSERVE_KERNEL_NS::panel {
 
 constexpr int kPanel = 16;  // weight rows per panel: the lanes of one vector
@@ -15,6 +19,36 @@ constexpr int kTile = 4;    // activation rows per pass over a panel
 // few lines in flight for a kernel that spends a few instructions on each.
 constexpr int64_t kPanelAhead = 4096;
 inline void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+
+// Slice c of n of the region [p, p + bytes) requested into L2, a line at a time: n calls with
+// c = 0..n-1 request each of its lines (p 64-byte aligned).
+inline void request_slice(const uint8_t* p, int64_t bytes, int64_t c, int64_t n) {
+  for (int64_t b = c * bytes / n / 64 * 64; b < (c + 1) * bytes / n; b += 64) prefetch_l2(p + b);
+}
+
+// Groups [0, groups) of a one- or two-row product handed to the team's threads one at a time,
+// each thread claiming its next group before it starts on one: work(g, next, ahead) can then
+// request next's bytes while it computes g. A group is a few tens of KiB: requested only a few
+// KiB ahead from its own start, each waited for memory as it began. next is -1 at the end and
+// where groups are larger than kGroupRequestMax (two of them would crowd L2); ahead: the
+// group's own bytes were not requested before it, so its streams request lines ahead. Handed
+// out dynamically, because on a shared machine one core often runs slower and a static split
+// waits for it at every product.
+constexpr int64_t kGroupRequestMax = int64_t{256} << 10;
+template <class Work>
+inline void claim_groups(int64_t groups, int64_t group_bytes, Work&& work) {
+  const bool request = group_bytes <= kGroupRequestMax;
+  std::atomic<int64_t> claims{0};
+#pragma omp parallel
+  {
+    bool first = true;
+    for (int64_t g = claims.fetch_add(1, std::memory_order_relaxed); g < groups; first = false) {
+      const int64_t next = claims.fetch_add(1, std::memory_order_relaxed);
+      work(g, request && next < groups ? next : int64_t{-1}, first || !request);
+      g = next;
+    }
+  }
+}
 
 // r[0..16) rows of 16 dwords to columns, in place: afterwards r[c] lane i = (before) r[i] lane c.
 inline void transpose16(__m512i* r) {

@@ -102,24 +102,26 @@ void pack_panel(uint8_t* w, int64_t row_bytes, int64_t n_in, std::vector<IntVec>
 // Steps 2u and 2u + 1 of block b of the panel at p (levels ready for vpdpbusd), the panel's
 // streams requested kPanelAhead ahead.
 template <class T>
-inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, __m512i& w0, __m512i& w1) {
+inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, bool ahead, __m512i& w0, __m512i& w1) {
   if constexpr (T::bits == 8) {
     const uint8_t* at = p + 64 * (8 * b + 2 * u);
-    prefetch_l2(at + kPanelAhead);
-    prefetch_l2(at + kPanelAhead + 64);
+    if (ahead) {
+      prefetch_l2(at + kPanelAhead);
+      prefetch_l2(at + kPanelAhead + 64);
+    }
     w0 = levels::load64(at);
     w1 = levels::load64(at + 64);
   } else {
     const __m512i nib = _mm512_set1_epi8(0x0F);
     const uint8_t* at = p + 64 * (4 * b + u);
-    prefetch_l2(at + kPanelAhead);
+    if (ahead) prefetch_l2(at + kPanelAhead);
     const __m512i v = levels::load64(at);
     w0 = _mm512_and_si512(v, nib);
     w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
     if constexpr (T::bits == 5) {
       const __m512i fifth = _mm512_set1_epi8(0x10);
       uint64_t m0, m1;
-      if (u == 0) prefetch_l2(p + lay.masks + 64 * b + kPanelAhead / 4);
+      if (ahead && u == 0) prefetch_l2(p + lay.masks + 64 * b + kPanelAhead / 4);
       std::memcpy(&m0, p + lay.masks + 8 * (8 * b + 2 * u), 8);
       std::memcpy(&m1, p + lay.masks + 8 * (8 * b + 2 * u + 1), 8);
       w0 = _mm512_mask_add_epi8(w0, m0, w0, fifth);
@@ -136,29 +138,33 @@ inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, _
 
 // R activation rows times P packed panels (ps[0..P)): out[p * R + r] lane i = output of row i
 // of panel p. Several panels at once give few rows several streams through memory, which the
-// hardware prefetchers serve faster than one.
+// hardware prefetchers serve faster than one. ahead: request each stream's lines ahead; next:
+// bytes to request into L2 meanwhile, a slice a block (the next group of panels).
 template <class T, int R, int P>
-void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row32* x, __m512* out) {
+void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row32* x, __m512* out, bool ahead = true,
+          const uint8_t* next = nullptr, int64_t next_bytes = 0) {
   __m512 acc[P][R];
   for (int p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_in / 32; ++b) {
+    if (next) request_slice(next, next_bytes, b, n_in / 32);
     __m512i dot[P][R], dot1[P][R];  // two chains (dot_pair)
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
     for (int u = 0; u < 4; ++u)
-      dot_pair<R, P>(x, 32 * b + 8 * u, [&](int p, __m512i& w0, __m512i& w1) { step_pair<T>(ps[p], lay, b, u, w0, w1); },
-                     dot, dot1);
+      dot_pair<R, P>(
+          x, 32 * b + 8 * u, [&](int p, __m512i& w0, __m512i& w1) { step_pair<T>(ps[p], lay, b, u, ahead, w0, w1); },
+          dot, dot1);
     for (int p = 0; p < P; ++p) {
       // Scales are 32 bytes a block: one line every second block.
-      if (b % 2 == 0) prefetch_l2(ps[p] + lay.scales + 32 * b + kPanelAhead / (T::bits == 8 ? 16 : 8));
+      if (ahead && b % 2 == 0) prefetch_l2(ps[p] + lay.scales + 32 * b + kPanelAhead / (T::bits == 8 ? 16 : 8));
       const __m512 d = _mm512_cvtph_ps(levels::load32(ps[p] + lay.scales + 32 * b));
       for (int r = 0; r < R; ++r) {
         const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot[p][r], dot1[p][r]), _mm512_set1_epi32(T::offset * x[r].sum[b]));
         acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(x[r].d[b])), acc[p][r]);
       }
       if constexpr (T::has_min) {
-        if (b % 2 == 0) prefetch_l2(ps[p] + lay.mins + 32 * b + kPanelAhead / 8);
+        if (ahead && b % 2 == 0) prefetch_l2(ps[p] + lay.mins + 32 * b + kPanelAhead / 8);
         const __m512 mn = _mm512_cvtph_ps(levels::load32(ps[p] + lay.mins + 32 * b));
         for (int r = 0; r < R; ++r)
           acc[p][r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x[r].d[b] * static_cast<float>(x[r].sum[b])), acc[p][r]);
@@ -169,20 +175,21 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
     for (int r = 0; r < R; ++r) out[p * R + r] = acc[p][r];
 }
 
-// Rows [r0, r0 + R) of x over the matrix, P panels at a time (the last few one at a time).
+// Rows [r0, r0 + R) of x over the matrix, P panels at a time (the last few one at a time), each
+// group's bytes requested while the one before it runs (claim_groups); each stream requests
+// lines ahead only where nothing requested the group before.
 template <class T, int R, int P>
 void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, const Layout32& lay) {
   const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
-  // Groups handed out two at a time as threads free up: on a shared machine one core often
-  // runs slower, and a static split then waits for it at every product.
-#pragma omp parallel for schedule(dynamic, 2)
-  for (int64_t g = 0; g < (panels + P - 1) / P; ++g) {
+  claim_groups((panels + P - 1) / P, P * panel_bytes, [&](int64_t g, int64_t next, bool ahead) {
     const int64_t p0 = g * P;
+    const uint8_t* next_w = next >= 0 ? a.w + next * P * panel_bytes : nullptr;
+    const int64_t next_bytes = next >= 0 ? (std::min(panels, (next + 1) * P) - next * P) * panel_bytes : 0;
     __m512 out[P * R];
     const uint8_t* ps[P];
     for (int p = 0; p < P; ++p) ps[p] = a.w + std::min(p0 + p, panels - 1) * panel_bytes;
     if (p0 + P <= panels)
-      tile<T, R, P>(ps, lay, a.n_in, x + r0, out);
+      tile<T, R, P>(ps, lay, a.n_in, x + r0, out, ahead, next_w, next_bytes);
     else
       for (int64_t p = p0; p < panels; ++p) tile<T, R, 1>(&ps[p - p0], lay, a.n_in, x + r0, out + (p - p0) * R);
     for (int64_t p = p0; p < std::min(panels, p0 + P); ++p)
@@ -191,7 +198,7 @@ void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, cons
         const __m512 v = out[(p - p0) * R + r];
         _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
       }
-  }
+  });
 }
 
 template <class T>

@@ -146,8 +146,9 @@ TEST(KvCacheTypes, Q8CloseToF16) {
   for (size_t i = 0; i < f16.size(); ++i) f16_vs_f32 += std::fabs(f16[i] - f32[i]);
   std::printf("q8_0 KV vs f16 KV: mean |difference| %.5f, difference of means %.5f nats/token (f16 vs f32: %.5f)\n",
               sum / f16.size(), diff / f16.size(), f16_vs_f32 / f16.size());
-  // Measured 0.037 and -0.008: each token's 32 K (and V) values here are all four KV heads of
-  // 8 dimensions under one scale, as llama.cpp groups them for this model.
+  // The 0.02 the issue asks of the mean |difference| is not reached (README, "What the KV
+  // cache costs": K's 8-bit rounding itself, at any block size); these bounds catch a q8_0
+  // path that stops being q8_0's arithmetic.
   EXPECT_LE(sum / f16.size(), 0.05);
   EXPECT_LE(std::fabs(diff / f16.size()), 0.02);
   EXPECT_GT(sum, 0.0);  // the q8_0 path really ran

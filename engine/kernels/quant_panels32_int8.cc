@@ -99,8 +99,8 @@ void pack_panel(uint8_t* w, int64_t row_bytes, int64_t n_in, std::vector<IntVec>
   if constexpr (T::has_min) std::memcpy(w + at.mins, mins.data(), static_cast<size_t>(32 * nb));
 }
 
-// Steps 2u and 2u + 1 of block b of the panel at p (levels ready for vpdpbusd), the panel's
-// streams requested kPanelAhead ahead.
+// Steps 2u and 2u + 1 of block b of the panel at p (levels ready for vpdpbusd); ahead: the
+// panel's streams requested kPanelAhead ahead.
 template <class T>
 inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, bool ahead, __m512i& w0, __m512i& w1) {
   if constexpr (T::bits == 8) {

@@ -45,7 +45,6 @@ for shape in ("110m", "1b"):
         agg = j["aggregate_decode_tps"]
         keys = sorted(agg, key=int)[-2:]
         aggs = " / ".join(f"{agg[k]:.0f} ({100 * agg[k] / f32['aggregate_decode_tps'][k]:.0f}%)" for k in keys)
-        streamed = j['weight_bytes_per_step'] + j['kv_bytes_per_step']
         rows.append(f"| ~{shape.upper()} | {t.upper()} ({j['weights_held_as']}) | {j['weight_bytes_per_step'] / 1e6:.0f} + {j['kv_bytes_per_step'] / 1e6:.1f} | "
                     f"{j['prompt_tps']:.0f} ({100 * j['prompt_tps'] / f32['prompt_tps']:.0f}%) | "
                     f"{j['decode1_tps']:.1f} ({100 * j['decode1_share_read']:.0f}% / {100 * j['decode1_share_read_best']:.0f}% / "

@@ -74,10 +74,9 @@ void store(const QuantMatmulArgs& a, int64_t r0, int rows, int64_t panel, const 
 template <int R, int P>
 void few_rows(const QuantMatmulArgs& a) {
   const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
-  panel::claim_groups((panels + P - 1) / P, P * panel_bytes, [&](int64_t g, int64_t next, bool ahead) {
+  panel::claim_groups(a.w, panels * panel_bytes, P * panel_bytes,
+                      [&](int64_t g, const uint8_t* next_w, int64_t next_bytes, bool ahead) {
     const int64_t p0 = g * P;
-    const uint8_t* next_w = next >= 0 ? a.w + next * P * panel_bytes : nullptr;
-    const int64_t next_bytes = next >= 0 ? (std::min(panels, (next + 1) * P) - next * P) * panel_bytes : 0;
     __m512 out[P * R];
     if (p0 + P <= panels) {
       tile<R, P>(a.w + p0 * panel_bytes, panel_bytes, a.x, a.n_in, a.n_in, out, ahead, next_w, next_bytes);

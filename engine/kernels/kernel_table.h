@@ -39,7 +39,8 @@ struct KernelTable {
   // kernels/quant_dot_int8.h: whether quant_matmul's integer path takes this type and width
   // here, at any height (prompts included, 64 rows at a time)
   bool (*int8_path_applies)(uint32_t type, int64_t n_in);
-  // kernels/quant_dot_int8.h: whether such a matrix may be held as packed panels, and packing it
+  // kernels/quant_matmul.h: whether a matrix may be held as packed panels (the integer path's
+  // types, F16), and packing it
   bool (*panels_apply)(uint32_t type, int64_t n_in, int64_t rows);
   void (*pack_panels)(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
   // kernels/attention.h, for each KV element type

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "kernels/quant_matmul.h"
 #include "kernels/small_batch_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
@@ -48,16 +47,13 @@ void quant_matmul_int8(const QuantMatmulArgs& a) {
 }
 
 // Packed Q6_K panels are unpacked with GFNI (kernels/quant_kgemm_int8.cc).
-bool panels_apply(uint32_t type, int64_t n_in, int64_t rows) {
-  if (static_cast<TensorType>(type) == TensorType::kF16) return f16_panels_apply(rows);
+bool int8_panels_apply(uint32_t type, int64_t n_in, int64_t rows) {
   return int8_path_applies(type, n_in) && rows % 16 == 0 &&
          (static_cast<TensorType>(type) != TensorType::kQ6_K || cpu_has_gfni());
 }
 
-void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
-  if (static_cast<TensorType>(type) == TensorType::kF16)
-    pack_f16_panels(w, rows, n_in);
-  else if (kquant_int8_applies(type))
+void pack_int8_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  if (kquant_int8_applies(type))
     pack_kquant_panels(type, w, rows, row_bytes, n_in);
   else
     pack_panels32(type, w, rows, row_bytes, n_in);
@@ -66,8 +62,8 @@ void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int
 #else   // levels without AVX-512: the float path always
 bool int8_path_applies(uint32_t, int64_t) { return false; }
 void quant_matmul_int8(const QuantMatmulArgs&) {}
-bool panels_apply(uint32_t, int64_t, int64_t) { return false; }
-void pack_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
+bool int8_panels_apply(uint32_t, int64_t, int64_t) { return false; }
+void pack_int8_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
 #endif
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS

@@ -48,14 +48,11 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 bool int8_path_applies(uint32_t type, int64_t n_in);
 // a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
 void quant_matmul_int8(const QuantMatmulArgs& a);
-// Whether a matrix of this type, width and height may be held as packed panels: 16 rows at a
-// time rewritten in place, to the same bytes, in the order the product reads them, so that it
-// streams them at the memory's read rate (kernels/quant_panels32_int8.cc for the 32-value types,
-// kernels/quant_kgemm_int8.cc for the K types, kernels/f16_panels.cc for F16, whose products
-// are float). Then every product with it takes quant_matmul with a.panels set.
-bool panels_apply(uint32_t type, int64_t n_in, int64_t rows);
-// w: [rows, row_bytes] in `type`, packed in place (panels_apply must hold).
-void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
+// panels_apply and pack_panels (kernels/quant_matmul.h) for the integer path's types
+// (kernels/quant_panels32_int8.cc for the 32-value types, kernels/quant_kgemm_int8.cc for the K
+// types).
+bool int8_panels_apply(uint32_t type, int64_t n_in, int64_t rows);
+void pack_int8_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 void panels32_int8(const QuantMatmulArgs& a);

@@ -310,7 +310,7 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
 
 // Each byte of x through the GF(2) affine map m (vgf2p8affineqb, constant 0): output bit i is
 // the parity of x and byte 7 - i of m's 64-bit lane. As inline assembly, so that no other code
-// is compiled for GFNI: only packed Q6_K panels run it, on CPUs that have it (panels_apply).
+// is compiled for GFNI: only packed Q6_K panels run it, on CPUs that have it (int8_panels_apply).
 inline __m512i gf_bits(__m512i x, __m512i m) {
   __m512i r;
   asm("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(m));
@@ -417,10 +417,9 @@ struct PackedSource {
 template <Kind kKind, int R, int P>
 void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks) {
   const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
-  claim_groups((panels + P - 1) / P, P * panel_bytes, [&](int64_t g, int64_t next, bool ahead) {
+  claim_groups(a.w, panels * panel_bytes, P * panel_bytes,
+               [&](int64_t g, const uint8_t* next_w, int64_t next_bytes, bool ahead) {
     const int64_t p0 = g * P;
-    const uint8_t* next_w = next >= 0 ? a.w + next * P * panel_bytes : nullptr;
-    const int64_t next_bytes = next >= 0 ? (std::min(panels, (next + 1) * P) - next * P) * panel_bytes : 0;
     __m512 out[P * R];
     if (p0 + P <= panels) {
       PackedSource<kKind> src[P];

@@ -428,6 +428,18 @@ void quant_matmul(const QuantMatmulArgs& a) {
   }
 }
 
+bool panels_apply(uint32_t type, int64_t n_in, int64_t rows) {
+  if (static_cast<TensorType>(type) == TensorType::kF16) return f16_panels_apply(rows);
+  return int8_panels_apply(type, n_in, rows);
+}
+
+void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  if (static_cast<TensorType>(type) == TensorType::kF16)
+    pack_f16_panels(w, rows, n_in);
+  else
+    pack_int8_panels(type, w, rows, row_bytes, n_in);
+}
+
 void dequantize_panels(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out) {
   if (static_cast<TensorType>(type) == TensorType::kF16) dequantize_f16_panels(w, rows, n_in, out);
 }

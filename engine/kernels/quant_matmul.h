@@ -42,6 +42,14 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 void quant_matmul(const QuantMatmulArgs& args);
 // Rows [0, rows) of w ([rows, row_bytes] in `type`) decoded to out: [rows, n_in], in parallel.
 void dequantize_rows(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
+// Whether a matrix of this type, width and height may be held as packed panels: 16 rows at a
+// time rewritten in place, to the same bytes, in the order the product reads them, so that it
+// streams them at the memory's read rate (the integer path's types, kernels/quant_dot_int8.h;
+// F16, whose products are float, kernels/f16_panels.cc). Then every product with it takes
+// quant_matmul with a.panels set.
+bool panels_apply(uint32_t type, int64_t n_in, int64_t rows);
+// w: [rows, row_bytes] in `type`, packed in place (panels_apply must hold).
+void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 // The same for rows held as packed panels (pack_panels; rows a multiple of 16).
 void dequantize_panels(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out);
 

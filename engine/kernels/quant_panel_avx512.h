@@ -6,6 +6,7 @@
 #pragma once
 
 #if KVSERVE_HAS_AVX512
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -26,17 +27,19 @@ inline void request_slice(const uint8_t* p, int64_t bytes, int64_t c, int64_t n)
   for (int64_t b = c * bytes / n / 64 * 64; b < (c + 1) * bytes / n; b += 64) prefetch_l2(p + b);
 }
 
-// Groups [0, groups) of a one- or two-row product handed to the team's threads one at a time,
-// each thread claiming its next group before it starts on one: work(g, next, ahead) can then
-// request next's bytes while it computes g. A group is a few tens of KiB: requested only a few
-// KiB ahead from its own start, each waited for memory as it began. next is -1 at the end and
-// where groups are larger than kGroupRequestMax (two of them would crowd L2); ahead: the
+// The groups of a one- or two-row product (w: `bytes` of panels, in groups of group_bytes, the
+// last perhaps shorter) handed to the team's threads one at a time, each thread claiming its
+// next group before it starts on one: work(g, next, next_bytes, ahead) computes group g and can
+// request the next one's bytes meanwhile. A group is a few tens of KiB: requested only a few
+// KiB ahead from its own start, each waited for memory as it began. next is null at the end
+// and where groups are larger than kGroupRequestMax (two of them would crowd L2); ahead: the
 // group's own bytes were not requested before it, so its streams request lines ahead. Handed
 // out dynamically, because on a shared machine one core often runs slower and a static split
 // waits for it at every product.
 constexpr int64_t kGroupRequestMax = int64_t{256} << 10;
 template <class Work>
-inline void claim_groups(int64_t groups, int64_t group_bytes, Work&& work) {
+inline void claim_groups(const uint8_t* w, int64_t bytes, int64_t group_bytes, Work&& work) {
+  const int64_t groups = (bytes + group_bytes - 1) / group_bytes;
   const bool request = group_bytes <= kGroupRequestMax;
   std::atomic<int64_t> claims{0};
 #pragma omp parallel
@@ -44,7 +47,9 @@ inline void claim_groups(int64_t groups, int64_t group_bytes, Work&& work) {
     bool first = true;
     for (int64_t g = claims.fetch_add(1, std::memory_order_relaxed); g < groups; first = false) {
       const int64_t next = claims.fetch_add(1, std::memory_order_relaxed);
-      work(g, request && next < groups ? next : int64_t{-1}, first || !request);
+      const bool ask = request && next < groups;
+      work(g, ask ? w + next * group_bytes : nullptr, ask ? std::min(group_bytes, bytes - next * group_bytes) : 0,
+           first || !request);
       g = next;
     }
   }

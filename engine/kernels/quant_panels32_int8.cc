@@ -181,10 +181,9 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
 template <class T, int R, int P>
 void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, const Layout32& lay) {
   const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
-  claim_groups((panels + P - 1) / P, P * panel_bytes, [&](int64_t g, int64_t next, bool ahead) {
+  claim_groups(a.w, panels * panel_bytes, P * panel_bytes,
+               [&](int64_t g, const uint8_t* next_w, int64_t next_bytes, bool ahead) {
     const int64_t p0 = g * P;
-    const uint8_t* next_w = next >= 0 ? a.w + next * P * panel_bytes : nullptr;
-    const int64_t next_bytes = next >= 0 ? (std::min(panels, (next + 1) * P) - next * P) * panel_bytes : 0;
     __m512 out[P * R];
     const uint8_t* ps[P];
     for (int p = 0; p < P; ++p) ps[p] = a.w + std::min(p0 + p, panels - 1) * panel_bytes;

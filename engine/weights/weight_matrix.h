@@ -26,7 +26,7 @@ struct WeightPolicy {
   // CPU has AVX-512 VNNI (model.int8_activations); false: float activations, the exact product.
   bool int8_activations = true;
   // Matrices on that integer path, and F16 ones, are held as packed panels where the kernels
-  // allow it (model.repack_weights; kernels/quant_dot_int8.h's pack_panels).
+  // allow it (model.repack_weights; kernels/quant_matmul.h's pack_panels).
   bool repack = true;
 };
 
@@ -89,8 +89,8 @@ struct HeldRows {
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t row_bytes = 0;
-  // The bytes are packed panels (kernels/quant_dot_int8.h's pack_panels): only the integer
-  // product reads them.
+  // The bytes are packed panels (kernels/quant_matmul.h's pack_panels): only the panel
+  // products read them (the integer path's, or F16's).
   bool panels = false;
   // Row r decoded to out: [n] (n the row's length).
   void decode_row(int64_t r, float* out, int64_t n) const;

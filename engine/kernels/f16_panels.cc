@@ -31,7 +31,7 @@ using panel::request_slice;
 // R activation rows (x: [R, ldx]) times P panels (w: P panels panel_bytes apart, n_in columns
 // each): out[p * R + r] lane i = output of row i of panel p. Even and odd columns in two
 // chains, so that few rows do not wait on the FMA latency. ahead: request each panel's lines
-// ahead; next: bytes to request into L2 meanwhile, a slice every 16 columns.
+// ahead; next: bytes to request into L2 meanwhile, a slice every 4 columns.
 template <int R, int P>
 void tile(const uint8_t* w, int64_t panel_bytes, const float* x, int64_t ldx, int64_t n_in, __m512* out,
           bool ahead = true, const uint8_t* next = nullptr, int64_t next_bytes = 0) {
@@ -41,7 +41,7 @@ void tile(const uint8_t* w, int64_t panel_bytes, const float* x, int64_t ldx, in
       for (int r = 0; r < R; ++r) acc[c][p][r] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 2 <= n_in; k += 2) {
-    if (next && k % 16 == 0) request_slice(next, next_bytes, k / 16, (n_in + 15) / 16);
+    if (next && k % 4 == 0) request_slice(next, next_bytes, k / 4, (n_in + 3) / 4);
     for (int p = 0; p < P; ++p) {
       const uint8_t* at = w + p * panel_bytes + 32 * k;
       if (ahead) prefetch_l2(at + kPanelAhead);

@@ -128,7 +128,7 @@ struct UnpackedSource {
 // R activation rows times P panels (Source: UnpackedSource or PackedSource) over every
 // super-block: out[p * R + r] lane i = output of row i of panel p. Several panels at once give
 // one row several streams through memory, which the hardware prefetchers serve faster than one.
-// next: bytes to request into L2 meanwhile, a slice a sub-block (the next group of panels).
+// next: bytes to request into L2 meanwhile, a slice a pair of steps (the next group of panels).
 template <Kind kKind, int R, int P, class Source>
 void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t* next = nullptr, int64_t next_bytes = 0) {
   constexpr int kSub = kSubBlocks<kKind>, kSteps = 64 / kSub;  // 4-level steps per sub-block
@@ -141,7 +141,6 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) isum[p][r] = side[p][r] = _mm512_setzero_si512();
     for (int s = 0; s < kSub; ++s) {
-      if (next) request_slice(next, next_bytes, k * kSub + s, blocks * kSub);  // the next group's bytes
       // Two chains (dot_pair); the odd steps' chain as the source leaves it (Source::odd makes
       // it the levels' sum).
       __m512i dot[P][R], dot1[P][R];
@@ -149,6 +148,7 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
         for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
       for (int t = 0; t < kSteps; t += 2) {
         const int step = s * kSteps + t;
+        if (next) request_slice(next, next_bytes, 32 * k + step / 2, 32 * blocks);  // the next group's bytes
         dot_pair<R, P>(x, 256 * k + 4 * step, [&](int p, __m512i& w0, __m512i& w1) { src[p].steps(k, step, w0, w1); },
                        dot, dot1);
       }

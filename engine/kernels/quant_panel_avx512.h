@@ -22,9 +22,11 @@ constexpr int64_t kPanelAhead = 4096;
 inline void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
 
 // Slice c of n of the region [p, p + bytes) requested into L2, a line at a time: n calls with
-// c = 0..n-1 request each of its lines (p 64-byte aligned).
+// c = 0..n-1 request each of its lines once (p 64-byte aligned). Callers make the slices a few
+// lines each: a burst of requests fills the core's miss buffers, and the arithmetic behind it
+// waits until they drain.
 inline void request_slice(const uint8_t* p, int64_t bytes, int64_t c, int64_t n) {
-  for (int64_t b = c * bytes / n / 64 * 64; b < (c + 1) * bytes / n; b += 64) prefetch_l2(p + b);
+  for (int64_t b = (c * bytes / n + 63) / 64 * 64; b < (c + 1) * bytes / n; b += 64) prefetch_l2(p + b);
 }
 
 // The groups of a one- or two-row product (w: `bytes` of panels, in groups of group_bytes, the

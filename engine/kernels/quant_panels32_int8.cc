@@ -139,7 +139,7 @@ inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, b
 // R activation rows times P packed panels (ps[0..P)): out[p * R + r] lane i = output of row i
 // of panel p. Several panels at once give few rows several streams through memory, which the
 // hardware prefetchers serve faster than one. ahead: request each stream's lines ahead; next:
-// bytes to request into L2 meanwhile, a slice a block (the next group of panels).
+// bytes to request into L2 meanwhile, a slice a pair of steps (the next group of panels).
 template <class T, int R, int P>
 void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row32* x, __m512* out, bool ahead = true,
           const uint8_t* next = nullptr, int64_t next_bytes = 0) {
@@ -147,14 +147,15 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
   for (int p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    if (next) request_slice(next, next_bytes, b, n_in / 32);
     __m512i dot[P][R], dot1[P][R];  // two chains (dot_pair)
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
-    for (int u = 0; u < 4; ++u)
+    for (int u = 0; u < 4; ++u) {
+      if (next) request_slice(next, next_bytes, 4 * b + u, n_in / 8);
       dot_pair<R, P>(
           x, 32 * b + 8 * u, [&](int p, __m512i& w0, __m512i& w1) { step_pair<T>(ps[p], lay, b, u, ahead, w0, w1); },
           dot, dot1);
+    }
     for (int p = 0; p < P; ++p) {
       // Scales are 32 bytes a block: one line every second block.
       if (ahead && b % 2 == 0) prefetch_l2(ps[p] + lay.scales + 32 * b + kPanelAhead / (T::bits == 8 ? 16 : 8));

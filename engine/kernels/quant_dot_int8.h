@@ -29,7 +29,10 @@ inline float round_activations(const float* x, int8_t* q, int n = 32) {
 // super-block's integer products meet one float scale), 32 for the others (as its Q8_0).
 inline int activation_block(uint32_t type) {
   const auto t = static_cast<TensorType>(type);
-  return t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K ? 256 : 32;
+  return t == TensorType::kQ2_K || t == TensorType::kQ3_K || t == TensorType::kQ4_K || t == TensorType::kQ5_K ||
+                 t == TensorType::kQ6_K
+             ? 256
+             : 32;
 }
 
 // Up to this many activation rows take the fused kernel (quant_matvec_int8) where it applies.
@@ -62,7 +65,7 @@ void panels32_int8(const QuantMatmulArgs& a);
 // quant_matmul_int8 takes it where it applies.
 bool int8_matvec_applies(uint32_t type, int64_t n_in);
 void quant_matvec_int8(const QuantMatmulArgs& a);
-// Q4_K, Q5_K and Q6_K at every batch height: activations rounded per super-block of 256
+// Q2_K..Q6_K at every batch height: activations rounded per super-block of 256
 // (round_activations over 256 values), integer sub-block scales (kernels/quant_kdot_int8.cc).
 // quant_matmul_int8 takes it where it applies.
 bool kquant_int8_applies(uint32_t type);

@@ -8,16 +8,24 @@
 #if KVSERVE_HAS_AVX512
 namespace kvserve::KVSERVE_KERNEL_NS::krows {
 
-enum class Kind { kQ4K, kQ5K, kQ6K };
+enum class Kind { kQ4K, kQ5K, kQ6K, kQ3K, kQ2K };
 
 template <Kind kKind>
-constexpr int64_t kBlockBytes = kKind == Kind::kQ6K ? sizeof(quant::BlockQ6_K)
-                                : kKind == Kind::kQ5K ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
+constexpr int64_t kBlockBytes = kKind == Kind::kQ6K   ? sizeof(quant::BlockQ6_K)
+                                : kKind == Kind::kQ5K ? sizeof(quant::BlockQ5_K)
+                                : kKind == Kind::kQ3K ? sizeof(quant::BlockQ3_K)
+                                : kKind == Kind::kQ2K ? sizeof(quant::BlockQ2_K)
+                                                      : sizeof(quant::BlockQ4_K);
+// Q2_K, Q3_K and Q6_K scale each 16 values and keep them in their natural order; Q4_K and Q5_K
+// scale each 32 and interleave pairs of sub-blocks (kK4Order).
+constexpr bool sixteen_value_scales(Kind k) { return k == Kind::kQ6K || k == Kind::kQ3K || k == Kind::kQ2K; }
 
 inline Kind kind_of(uint32_t type) {
   switch (static_cast<TensorType>(type)) {
     case TensorType::kQ4_K: return Kind::kQ4K;
     case TensorType::kQ5_K: return Kind::kQ5K;
+    case TensorType::kQ3_K: return Kind::kQ3K;
+    case TensorType::kQ2_K: return Kind::kQ2K;
     default: return Kind::kQ6K;
   }
 }
@@ -50,7 +58,7 @@ inline KRow round_row_k(const float* x, int64_t n_in, Kind kind, uint8_t* scratc
     d[k] = dk;
     for (int i = 0; i < 16; ++i) {
       const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * i), _mm512_set1_ps(id)));
-      const int sub = i / 2, at = kind == Kind::kQ6K ? sub : kK4Order[sub];
+      const int sub = i / 2, at = sixteen_value_scales(kind) ? sub : kK4Order[sub];
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * k + 32 * at + 16 * (i % 2)), _mm512_cvtsepi32_epi8(v));
       s16[16 * k + i] = static_cast<int16_t>(_mm512_reduce_add_epi32(v));
     }
@@ -65,7 +73,25 @@ inline __m512i levels_of(const uint8_t* block, int c) {
   using levels::load32;
   using levels::load64;
   const __m512i nib = _mm512_set1_epi8(0x0F);
-  if constexpr (kKind == Kind::kQ6K) {
+  if constexpr (kKind == Kind::kQ3K || kKind == Kind::kQ2K) {
+    // Chunk c: the 32 bytes of qs of half c / 2, whose bit pairs 2j and 2j + 1 hold values
+    // 32j..32j + 31 of the half (j = 2(c % 2) for the chunk's first 32, the next for the rest);
+    // Q3_K's third bit of value l of group g of the whole block is bit g of hmask[l].
+    const int half = c / 2, j = 2 * (c % 2);
+    const uint8_t* qs = block + (kKind == Kind::kQ3K ? offsetof(quant::BlockQ3_K, qs) : offsetof(quant::BlockQ2_K, qs));
+    const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * j)),
+                                             _mm256_set1_epi16(static_cast<int16_t>(2 * j + 2)), 1);
+    __m512i q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(qs + 32 * half)), shift),
+                                 _mm512_set1_epi8(3));
+    if constexpr (kKind == Kind::kQ3K) {
+      const int g = 4 * half + j;
+      const __m512i hs = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(g)),
+                                            _mm256_set1_epi16(static_cast<int16_t>(g + 1)), 1);
+      const __m512i h = _mm512_broadcast_i64x4(load32(block + offsetof(quant::BlockQ3_K, hmask)));
+      q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, hs), _mm512_set1_epi8(1)), 2));
+    }
+    return q;
+  } else if constexpr (kKind == Kind::kQ6K) {
     const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(block);
     const int n = c / 2;
     const __m512i l = load64(b->ql + 64 * n), h = _mm512_broadcast_i64x4(load32(b->qh + 32 * n));
@@ -117,13 +143,43 @@ inline void k6_scales(const __m512i* words, __m512i* sc, __m512i* pr) {
     pr[j] = _mm512_or_si512(_mm512_and_si512(sc[2 * j], _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc[2 * j + 1], 16));
 }
 
+// Q3_K's 12 scale bytes of 16 rows (a0, a1, a2: lane i = row i's bytes 0-3, 4-7, 8-11) as the
+// four words of its 16 int8 scales (offset 32 removed), as k6_scales takes them: scale j has
+// its low four bits in the low (j < 8) or high nibble of byte j % 8 and its top two in bits
+// 2(j / 4), 2(j / 4) + 1 of byte 8 + j % 4.
+inline void k3_scale_words(__m512i a0, __m512i a1, __m512i a2, __m512i* words) {
+  const __m512i m4 = _mm512_set1_epi32(0x0f0f0f0f), m2 = _mm512_set1_epi32(0x03030303);
+  const __m512i lows[4] = {_mm512_and_si512(a0, m4), _mm512_and_si512(a1, m4), _mm512_and_si512(_mm512_srli_epi32(a0, 4), m4),
+                           _mm512_and_si512(_mm512_srli_epi32(a1, 4), m4)};
+  for (int q = 0; q < 4; ++q)
+    words[q] = _mm512_sub_epi8(
+        _mm512_or_si512(lows[q], _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 2 * q), m2), 4)),
+        _mm512_set1_epi8(32));
+}
+
+// Q2_K's 16 scale bytes of 16 rows (words[q]: lane i = row i's bytes 4q..4q+3; each byte's low
+// nibble a scale, its high one a minimum) as int32 scales, sc[16], and the minimums as int16
+// pairs (2j, 2j + 1), pr[8]; lane i = row i.
+inline void k2_scales(const __m512i* words, __m512i* sc, __m512i* pr) {
+  __m512i mins[16];
+  for (int q = 0; q < 4; ++q)
+    for (int b = 0; b < 4; ++b) {
+      const __m512i byte = _mm512_and_si512(_mm512_srli_epi32(words[q], 8 * b), _mm512_set1_epi32(0xFF));
+      sc[4 * q + b] = _mm512_and_si512(byte, _mm512_set1_epi32(0x0F));
+      mins[4 * q + b] = _mm512_srli_epi32(byte, 4);
+    }
+  for (int j = 0; j < 8; ++j) pr[j] = _mm512_or_si512(mins[2 * j], _mm512_slli_epi32(mins[2 * j + 1], 16));
+}
+
 // 5-64 activation rows x[0..a.m) (rounded by round_row_k for the matrix's type) times the
 // matrix, into a.y (kernels/quant_kgemm_int8.cc).
 void kgemm_q4_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q5_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x);
+void kgemm_q3_k(const QuantMatmulArgs& a, const KRow* x);
+void kgemm_q2_k(const QuantMatmulArgs& a, const KRow* x);
 // The same product on packed panels (a.w as pack_kpanels left it; a.n_out a multiple of 16),
-// at any height (kernels/quant_kgemm_int8.cc).
+// at any height (kernels/quant_kgemm_int8.cc); Q4_K, Q5_K and Q6_K only.
 void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x);
 // w: [rows, row_bytes] in the kind's blocks (rows a multiple of 16), packed in place.
 void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);

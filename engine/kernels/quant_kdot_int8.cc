@@ -1,4 +1,4 @@
-// The integer path of the K types (Q4_K, Q5_K, Q6_K): activations rounded to 8 bits per
+// The integer path of the K types (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): activations rounded to 8 bits per
 // super-block of 256 (one float scale, as llama.cpp's Q8_K); for one to four rows (here, fused:
 // the weights read straight from memory), each 64 levels times 64 activations by vpmaddubsw and
 // times the integer sub-block scales by vpdpwssd, so that a super-block's products stay in
@@ -35,6 +35,8 @@ using krows::kK4Order;
 using krows::kgemm_q4_k;
 using krows::kgemm_q5_k;
 using krows::kgemm_q6_k;
+using krows::kgemm_q3_k;
+using krows::kgemm_q2_k;
 
 // Word indices that spread 8 (or 16) int16 scales over a 64-level chunk's 32 int16 lanes.
 inline __m512i spread2(int a, int b) {  // lanes 0-15 scale a, 16-31 scale b
@@ -52,14 +54,36 @@ struct alignas(64) KBlock {
   __m512i q[4];
   __m512i s[4];
   __m128i mins;  // Q4_K/Q5_K: the 8 sub-block minimums (int16), natural order
-  __m256i sc16;  // Q6_K: the 16 scales (int16), for the levels' offset of 32
+  __m256i sc16;  // Q6_K, Q3_K: the 16 scales (int16), for the levels' offset; Q2_K: its 16 minimums
   float d, dmin;
 };
 
 template <Kind kKind>
 inline void unpack(const uint8_t* block, KBlock& out) {
   for (int c = 0; c < 4; ++c) out.q[c] = krows::levels_of<kKind>(block, c);
-  if constexpr (kKind == Kind::kQ6K) {
+  if constexpr (kKind == Kind::kQ3K) {
+    const auto* b = reinterpret_cast<const quant::BlockQ3_K*>(block);
+    // The 16 six-bit scales as quant::q3_k_scales unpacks them, four bytes at a time.
+    uint32_t a[3];
+    std::memcpy(a, b->scales, 12);
+    constexpr uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    const __m128i words = _mm_setr_epi32(static_cast<int>((a[0] & m4) | ((a[2] & m2) << 4)),
+                                         static_cast<int>((a[1] & m4) | (((a[2] >> 2) & m2) << 4)),
+                                         static_cast<int>(((a[0] >> 4) & m4) | (((a[2] >> 4) & m2) << 4)),
+                                         static_cast<int>(((a[1] >> 4) & m4) | (((a[2] >> 6) & m2) << 4)));
+    out.sc16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(words, _mm_set1_epi8(32)));
+    const __m512i sc = _mm512_castsi256_si512(out.sc16);
+    for (int c = 0; c < 4; ++c) out.s[c] = _mm512_permutexvar_epi16(spread4(c), sc);
+    out.d = quant::half_to_float(b->d);
+  } else if constexpr (kKind == Kind::kQ2K) {
+    const auto* b = reinterpret_cast<const quant::BlockQ2_K*>(block);
+    const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+    const __m512i sc = _mm512_castsi256_si512(_mm256_and_si256(bytes, _mm256_set1_epi16(0x0F)));
+    out.sc16 = _mm256_srli_epi16(bytes, 4);
+    for (int c = 0; c < 4; ++c) out.s[c] = _mm512_permutexvar_epi16(spread4(c), sc);
+    out.d = quant::half_to_float(b->d);
+    out.dmin = quant::half_to_float(b->dmin);
+  } else if constexpr (kKind == Kind::kQ6K) {
     const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(block);
     out.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
     const __m512i sc = _mm512_castsi256_si512(out.sc16);
@@ -79,17 +103,22 @@ inline void unpack(const uint8_t* block, KBlock& out) {
   }
 }
 
-// acc (16 lanes) += d_w·d_x · (Σ levels·activations·scales [- 32·Σ scales·sums16 for Q6_K]);
-// acc_min (4 lanes) += dmin·d_x · Σ mins·sums32 (Q4_K/Q5_K).
+// acc (16 lanes) += d_w·d_x · (Σ levels·activations·scales [- 32 (Q6_K) or 4 (Q3_K) ·
+// Σ scales·sums16]); acc_min (4 lanes) += dmin·d_x · Σ mins·sums32 (Q4_K/Q5_K) or sums16 (Q2_K).
 template <Kind kKind>
 inline void block_dot(const KBlock& w, const KRow& x, int64_t k, __m512& acc, __m128& acc_min) {
   const int8_t* xq = x.q + 256 * k;
   __m512i dot = _mm512_setzero_si512();
   for (int c = 0; c < 4; ++c) dot = _mm512_dpwssd_epi32(dot, _mm512_maddubs_epi16(w.q[c], load64(xq + 64 * c)), w.s[c]);
   const float dx = x.d[k];
-  if constexpr (kKind == Kind::kQ6K) {
+  if constexpr (kKind == Kind::kQ6K || kKind == Kind::kQ3K) {
     const __m256i off = _mm256_madd_epi16(w.sc16, load32(x.sums16 + 16 * k));  // Σ scale·sum16, 8 lanes
-    dot = _mm512_sub_epi32(dot, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_slli_epi32(off, 5), 0));
+    constexpr int kOffsetBits = kKind == Kind::kQ6K ? 5 : 2;
+    dot = _mm512_sub_epi32(dot, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_slli_epi32(off, kOffsetBits), 0));
+  } else if constexpr (kKind == Kind::kQ2K) {
+    const __m256i m8 = _mm256_madd_epi16(w.sc16, load32(x.sums16 + 16 * k));  // Σ min·sum16, 8 lanes
+    const __m128i m = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+    acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(w.dmin * dx), acc_min);
   } else {
     const __m128i m = _mm_madd_epi16(w.mins, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.sums32 + 8 * k)));
     acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(w.dmin * dx), acc_min);
@@ -158,7 +187,8 @@ void fused(const QuantMatmulArgs& a, const KRow* x) {
 
 bool kquant_int8_applies(uint32_t type) {
   const auto t = static_cast<TensorType>(type);
-  return t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K;
+  return t == TensorType::kQ2_K || t == TensorType::kQ3_K || t == TensorType::kQ4_K || t == TensorType::kQ5_K ||
+         t == TensorType::kQ6_K;
 }
 
 void quant_matmul_kquant_int8(const QuantMatmulArgs& a) {
@@ -177,6 +207,8 @@ void quant_matmul_kquant_int8(const QuantMatmulArgs& a) {
     case Kind::kQ4K: few ? fused<Kind::kQ4K>(a, x) : kgemm_q4_k(a, x); break;
     case Kind::kQ5K: few ? fused<Kind::kQ5K>(a, x) : kgemm_q5_k(a, x); break;
     case Kind::kQ6K: few ? fused<Kind::kQ6K>(a, x) : kgemm_q6_k(a, x); break;
+    case Kind::kQ3K: few ? fused<Kind::kQ3K>(a, x) : kgemm_q3_k(a, x); break;
+    case Kind::kQ2K: few ? fused<Kind::kQ2K>(a, x) : kgemm_q2_k(a, x); break;
   }
 }
 

@@ -35,7 +35,7 @@ using levels::load64;
 using namespace panel;
 
 template <Kind kKind>
-constexpr int kSubBlocks = kKind == Kind::kQ6K ? 16 : 8;  // per super-block, each with a scale
+constexpr int kSubBlocks = sixteen_value_scales(kKind) ? 16 : 8;  // per super-block, each with a scale
 
 // One panel unpacked (a thread's buffers, kept across calls).
 struct Panel {
@@ -83,7 +83,25 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t blocks,
     }
     IntVec* sc = &p.scale[kSub * k];
     IntVec* pr = &p.pair[kSub / 2 * k];
-    if constexpr (kKind == Kind::kQ6K) {
+    if constexpr (kKind == Kind::kQ3K || kKind == Kind::kQ2K) {
+      __m512i words[4], s[16], q[8];
+      if constexpr (kKind == Kind::kQ3K) {
+        const int so = static_cast<int>(offsetof(quant::BlockQ3_K, scales));
+        k3_scale_words(gather(base, so), gather(base, so + 4), gather(base, so + 8), words);
+        k6_scales(words, s, q);
+        // d is the block's last two bytes: read the word ending there.
+        const __m512i dw = gather(base, static_cast<int>(offsetof(quant::BlockQ3_K, d)) - 2);
+        p.d[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dw, 16)));
+      } else {
+        for (int i = 0; i < 4; ++i) words[i] = gather(base, static_cast<int>(offsetof(quant::BlockQ2_K, scales)) + 4 * i);
+        k2_scales(words, s, q);
+        const __m512i dd = gather(base, static_cast<int>(offsetof(quant::BlockQ2_K, d)));  // d, dmin
+        p.d[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        p.dmin[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+      }
+      for (int j = 0; j < 16; ++j) sc[j].v = s[j];
+      for (int j = 0; j < 8; ++j) pr[j].v = q[j];
+    } else if constexpr (kKind == Kind::kQ6K) {
       __m512i words[4];
       for (int q = 0; q < 4; ++q) words[q] = gather(base, static_cast<int>(offsetof(quant::BlockQ6_K, scales)) + 4 * q);
       __m512i s[16], q[8];
@@ -154,15 +172,16 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
       }
       for (int p = 0; p < P; ++p) {
         // Position s of the activations' order holds sub-block kK4Order[s] for Q4_K/Q5_K.
-        const __m512i scale = src[p].scale(k, kKind == Kind::kQ6K ? s : kK4Order[s]);
+        const __m512i scale = src[p].scale(k, sixteen_value_scales(kKind) ? s : kK4Order[s]);
         for (int r = 0; r < R; ++r)
           isum[p][r] = _mm512_add_epi32(isum[p][r], _mm512_mullo_epi32(_mm512_add_epi32(dot[p][r], Source::odd(dot1[p][r])), scale));
       }
     }
-    // Q4_K/Q5_K: Σ minimum·sums32; Q6_K: Σ scale·sums16 (the levels' offset of 32).
+    // Q4_K/Q5_K: Σ minimum·sums32; Q2_K: Σ minimum·sums16; Q6_K, Q3_K: Σ scale·sums16 (the
+    // levels' offset of 32 or 4).
     for (int j = 0; j < kSub / 2; ++j)
       for (int r = 0; r < R; ++r) {
-        const int16_t* sums = kKind == Kind::kQ6K ? x[r].sums16 + 16 * k : x[r].sums32 + 8 * k;
+        const int16_t* sums = sixteen_value_scales(kKind) ? x[r].sums16 + 16 * k : x[r].sums32 + 8 * k;
         const __m512i xs = broadcast4(sums + 2 * j);
         for (int p = 0; p < P; ++p) side[p][r] = _mm512_dpwssd_epi32(side[p][r], src[p].pair(k, j), xs);
       }
@@ -170,9 +189,11 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
       const __m512 d = src[p].d(k);
       for (int r = 0; r < R; ++r) {
         const __m512 dx = _mm512_set1_ps(x[r].d[k]);
-        if constexpr (kKind == Kind::kQ6K) {
-          acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(isum[p][r], _mm512_slli_epi32(side[p][r], 5))),
-                                      _mm512_mul_ps(d, dx), acc[p][r]);
+        if constexpr (kKind == Kind::kQ6K || kKind == Kind::kQ3K) {
+          constexpr int kOffsetBits = kKind == Kind::kQ6K ? 5 : 2;
+          acc[p][r] = _mm512_fmadd_ps(
+              _mm512_cvtepi32_ps(_mm512_sub_epi32(isum[p][r], _mm512_slli_epi32(side[p][r], kOffsetBits))),
+              _mm512_mul_ps(d, dx), acc[p][r]);
         } else {
           acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][r]), _mm512_mul_ps(d, dx), acc[p][r]);
           acc[p][r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side[p][r]), _mm512_mul_ps(src[p].dmin(k), dx), acc[p][r]);
@@ -499,12 +520,16 @@ void pack_kpanels_of(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) 
 void kgemm_q4_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ4K>(a, x); }
 void kgemm_q5_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ5K>(a, x); }
 void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ6K>(a, x); }
+void kgemm_q3_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ3K>(a, x); }
+void kgemm_q2_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ2K>(a, x); }
 
 void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x) {
   switch (kind) {
     case Kind::kQ4K: kpanels_product<Kind::kQ4K>(a, x); break;
     case Kind::kQ5K: kpanels_product<Kind::kQ5K>(a, x); break;
     case Kind::kQ6K: kpanels_product<Kind::kQ6K>(a, x); break;
+    case Kind::kQ3K:
+    case Kind::kQ2K: break;  // never packed (int8_panels_apply)
   }
 }
 
@@ -513,6 +538,8 @@ void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_
     case Kind::kQ4K: pack_kpanels_of<Kind::kQ4K>(w, rows, row_bytes, n_in); break;
     case Kind::kQ5K: pack_kpanels_of<Kind::kQ5K>(w, rows, row_bytes, n_in); break;
     case Kind::kQ6K: pack_kpanels_of<Kind::kQ6K>(w, rows, row_bytes, n_in); break;
+    case Kind::kQ3K:
+    case Kind::kQ2K: break;  // never packed (int8_panels_apply)
   }
 }
 

@@ -46,12 +46,10 @@ void quant_matmul_int8(const QuantMatmulArgs& a) {
     quant_gemm32_int8(a);
 }
 
-// Packed Q6_K panels are unpacked with GFNI (kernels/quant_kgemm_int8.cc); Q2_K and Q3_K stay
-// in the file's layout (no packed kernels for them).
+// Packed Q6_K panels are unpacked with GFNI (kernels/quant_kgemm_int8.cc).
 bool int8_panels_apply(uint32_t type, int64_t n_in, int64_t rows) {
-  const auto t = static_cast<TensorType>(type);
-  return int8_path_applies(type, n_in) && rows % 16 == 0 && t != TensorType::kQ2_K && t != TensorType::kQ3_K &&
-         (t != TensorType::kQ6_K || cpu_has_gfni());
+  return int8_path_applies(type, n_in) && rows % 16 == 0 &&
+         (static_cast<TensorType>(type) != TensorType::kQ6_K || cpu_has_gfni());
 }
 
 void pack_int8_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {

@@ -179,7 +179,7 @@ void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q3_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q2_k(const QuantMatmulArgs& a, const KRow* x);
 // The same product on packed panels (a.w as pack_kpanels left it; a.n_out a multiple of 16),
-// at any height (kernels/quant_kgemm_int8.cc); Q4_K, Q5_K and Q6_K only.
+// at any height (kernels/quant_kgemm_int8.cc).
 void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x);
 // w: [rows, row_bytes] in the kind's blocks (rows a multiple of 16), packed in place.
 void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);

@@ -249,25 +249,29 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 // in place and to the same size, in the order tile() reads them. Per super-block of a panel of
 // 16 rows:
 //   levels  32 vectors, vector u holding step 2u (lane i = 4 levels of row i, as unpack_panel
-//           orders them) in the low nibbles and step 2u + 1 in the high;
-//   high    Q5_K: 64 words of 64 bits, bit 4i + j of word t the fifth bit of level j of row i in
-//           step t; Q6_K: per sub-block one vector whose bits 2j, 2j + 1 of each byte are bits
-//           4-5 of that byte's level in the sub-block's step j;
-//   words   4 vectors: Q4_K/Q5_K the 12 scale bytes as three words (lane i = row i) and the
-//           (d, dmin) word; Q6_K the 16 scale bytes as four words;
-//   d       Q6_K: the 16 rows' F16 d.
+//           orders them) in the low nibbles and step 2u + 1 in the high; Q2_K/Q3_K: 16
+//           vectors, bits 2j, 2j + 1 of each byte of vector u that byte's level (Q3_K: its low
+//           two bits) in step 4u + j;
+//   high    Q5_K (Q3_K): 64 words of 64 bits, bit 4i + j of word t the fifth (third) bit of
+//           level j of row i in step t; Q6_K: per sub-block one vector whose bits 2j, 2j + 1 of
+//           each byte are bits 4-5 of that byte's level in the sub-block's step j;
+//   words   Q4_K/Q5_K the 12 scale bytes as three words (lane i = row i) and the (d, dmin)
+//           word; Q6_K the 16 scale bytes as four words; Q3_K its 12 as three; Q2_K its 16 as
+//           four and the (d, dmin) word;
+//   d       Q6_K, Q3_K: the 16 rows' F16 d.
 // Each part in a plane of its own (levels of every super-block, then high, words and d), each
 // plane a stream requested ahead at its own rate. Where rows have an odd number of super-blocks,
 // every other panel of a matrix that starts on a 64-byte line starts 32 bytes into one: those
-// put Q6_K's d plane (32 bytes a super-block) first, so that every vector stays aligned. (Each
+// put the d plane (Q6_K's and Q3_K's, 32 bytes a super-block) first, so that every vector stays aligned. (Each
 // super-block's parts side by side, one stream a panel, measured 10-15% slower per matrix at
 // one row, 2048 and 5632 wide, for Q4_K and Q6_K.)
 template <Kind kKind>
 struct KLayout {
-  static constexpr int64_t kLevels = 2048;  // bytes of each part a super-block
-  static constexpr int64_t kHigh = kKind == Kind::kQ5K ? 512 : kKind == Kind::kQ6K ? 1024 : 0;
-  static constexpr int64_t kWords = 256;
-  static constexpr int64_t kD = kKind == Kind::kQ6K ? 32 : 0;
+  static constexpr bool kTwoBit = kKind == Kind::kQ3K || kKind == Kind::kQ2K;
+  static constexpr int64_t kLevels = kTwoBit ? 1024 : 2048;  // bytes of each part a super-block
+  static constexpr int64_t kHigh = kKind == Kind::kQ5K || kKind == Kind::kQ3K ? 512 : kKind == Kind::kQ6K ? 1024 : 0;
+  static constexpr int64_t kWords = kKind == Kind::kQ3K ? 192 : kKind == Kind::kQ2K ? 320 : 256;
+  static constexpr int64_t kD = kKind == Kind::kQ6K || kKind == Kind::kQ3K ? 32 : 0;
   int64_t blocks = 0;
   int64_t lead = 0;  // bytes of d before the levels
   KLayout() = default;
@@ -287,7 +291,8 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
                  std::vector<uint16_t>& d) {
   constexpr int64_t kBytes = kBlockBytes<kKind>;
   unpack_panel<kKind>(w, row_bytes, kPanel, blocks, nullptr, 0, p);
-  words.resize(static_cast<size_t>(4 * blocks));
+  constexpr int kW = static_cast<int>(KLayout<kKind>::kWords / 64);  // vectors of words a super-block
+  words.resize(static_cast<size_t>(kW * blocks));
   d.resize(static_cast<size_t>(16 * blocks));
   const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
@@ -295,12 +300,18 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
     const uint8_t* base = w + k * kBytes;
     auto gather = [&](int offset) { return _mm512_i32gather_epi32(_mm512_add_epi32(at, _mm512_set1_epi32(offset)), base, 1); };
     if constexpr (kKind == Kind::kQ6K) {
-      for (int q = 0; q < 4; ++q) words[4 * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ6_K, scales)) + 4 * q);
+      for (int q = 0; q < 4; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ6_K, scales)) + 4 * q);
       for (int i = 0; i < kPanel; ++i) std::memcpy(&d[16 * k + i], base + i * row_bytes + offsetof(quant::BlockQ6_K, d), 2);
+    } else if constexpr (kKind == Kind::kQ3K) {
+      for (int q = 0; q < 3; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ3_K, scales)) + 4 * q);
+      for (int i = 0; i < kPanel; ++i) std::memcpy(&d[16 * k + i], base + i * row_bytes + offsetof(quant::BlockQ3_K, d), 2);
+    } else if constexpr (kKind == Kind::kQ2K) {
+      for (int q = 0; q < 4; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ2_K, scales)) + 4 * q);
+      words[kW * k + 4].v = gather(static_cast<int>(offsetof(quant::BlockQ2_K, d)));  // d, dmin
     } else {
       const int so = static_cast<int>(kKind == Kind::kQ5K ? offsetof(quant::BlockQ5_K, scales) : offsetof(quant::BlockQ4_K, scales));
-      for (int q = 0; q < 3; ++q) words[4 * k + q].v = gather(so + 4 * q);
-      words[4 * k + 3].v = gather(0);  // d, dmin
+      for (int q = 0; q < 3; ++q) words[kW * k + q].v = gather(so + 4 * q);
+      words[kW * k + 3].v = gather(0);  // d, dmin
     }
   }
   // Everything is read: the panel's bytes are free to overwrite.
@@ -308,14 +319,23 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
   const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
   for (int64_t k = 0; k < blocks; ++k) {
     const IntVec* st = &p.w[64 * k];
-    for (int u = 0; u < 32; ++u)
-      _mm512_storeu_si512(w + lay.levels(k) + 64 * u, _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
-                                                         _mm512_slli_epi16(_mm512_and_si512(st[2 * u + 1].v, nib), 4)));
-    if constexpr (kKind == Kind::kQ5K)
+    if constexpr (KLayout<kKind>::kTwoBit) {
+      for (int u = 0; u < 16; ++u) {
+        __m512i v = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(st[4 * u + j].v, two), 2 * j));
+        _mm512_storeu_si512(w + lay.levels(k) + 64 * u, v);
+      }
+    } else {
+      for (int u = 0; u < 32; ++u)
+        _mm512_storeu_si512(w + lay.levels(k) + 64 * u, _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
+                                                           _mm512_slli_epi16(_mm512_and_si512(st[2 * u + 1].v, nib), 4)));
+    }
+    if constexpr (kKind == Kind::kQ5K || kKind == Kind::kQ3K)
       for (int t = 0; t < 64; ++t) {
-        const uint64_t bits = _mm512_test_epi8_mask(st[t].v, _mm512_set1_epi8(0x10));
+        const uint64_t bits = _mm512_test_epi8_mask(st[t].v, _mm512_set1_epi8(kKind == Kind::kQ5K ? 0x10 : 0x04));
         std::memcpy(w + lay.high(k) + 8 * t, &bits, 8);
       }
+    if constexpr (kKind == Kind::kQ3K) std::memcpy(w + lay.d(k), &d[16 * k], 32);
     if constexpr (kKind == Kind::kQ6K) {
       for (int s = 0; s < 16; ++s) {
         __m512i h = _mm512_setzero_si512();
@@ -325,7 +345,7 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
       }
       std::memcpy(w + lay.d(k), &d[16 * k], 32);
     }
-    for (int q = 0; q < 4; ++q) _mm512_storeu_si512(w + lay.words(k) + 64 * q, words[4 * k + q].v);
+    for (int q = 0; q < kW; ++q) _mm512_storeu_si512(w + lay.words(k) + 64 * q, words[kW * k + q].v);
   }
 }
 
@@ -367,8 +387,21 @@ struct PackedSource {
     high_ = p + lay.high(k);
     const uint8_t* wd = p + lay.words(k);
     if (ahead)
-      for (int q = 0; q < 4; ++q) prefetch_l2(wd + 64 * q + L::ahead(L::kWords));
-    if constexpr (kKind == Kind::kQ6K) {
+      for (int q = 0; q < L::kWords / 64; ++q) prefetch_l2(wd + 64 * q + L::ahead(L::kWords));
+    if constexpr (kKind == Kind::kQ3K) {
+      __m512i words[4];
+      k3_scale_words(load64(wd), load64(wd + 64), load64(wd + 128), words);
+      k6_scales(words, sc, pr);
+      const uint8_t* dp = p + lay.d(k);
+      if (ahead && k % 2 == 0) prefetch_l2(dp + L::ahead(L::kD));
+      d_ = _mm512_cvtph_ps(load32(dp));
+    } else if constexpr (kKind == Kind::kQ2K) {
+      const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
+      k2_scales(words, sc, pr);
+      const __m512i dd = load64(wd + 256);
+      d_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+      dmin_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    } else if constexpr (kKind == Kind::kQ6K) {
       const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
       k6_scales(words, sc, pr);
       const uint8_t* dp = p + lay.d(k);
@@ -390,6 +423,26 @@ struct PackedSource {
   void steps(int64_t, int step, __m512i& w0, __m512i& w1) const {
     const __m512i nib = _mm512_set1_epi8(0x0F);
     using L = KLayout<kKind>;
+    if constexpr (L::kTwoBit) {
+      // Steps 4u + j, j = 0, 1 or 2, 3: bit pairs 2j, 2j + 1 of each byte; Q3_K adds 4 where
+      // the third bit is set.
+      const uint8_t* at = levels_ + 64 * (step / 4);
+      if (ahead && step % 4 == 0) prefetch_l2(at + L::ahead(L::kLevels));
+      const __m512i v = load64(at), three = _mm512_set1_epi8(3);
+      const int j = step % 4;
+      w0 = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), three);
+      w1 = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j + 2), three);
+      if constexpr (kKind == Kind::kQ3K) {
+        uint64_t m0, m1;
+        const uint8_t* hp = high_ + 8 * step;
+        if (ahead && step % 8 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
+        std::memcpy(&m0, hp, 8);
+        std::memcpy(&m1, hp + 8, 8);
+        w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(4));
+        w1 = _mm512_mask_add_epi8(w1, m1, w1, _mm512_set1_epi8(4));
+      }
+      return;
+    }
     const uint8_t* at = levels_ + 64 * (step / 2);
     if (ahead) prefetch_l2(at + L::ahead(L::kLevels));
     const __m512i v = load64(at);
@@ -493,7 +546,7 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
         for (int j = 0; j < kSub; ++j) p.scale[kSub * k + j].v = src.sc[j];
         for (int j = 0; j < kSub / 2; ++j) p.pair[kSub / 2 * k + j].v = src.pr[j];
         p.d[k].v = src.d_;
-        if constexpr (kKind != Kind::kQ6K) p.dmin[k].v = src.dmin_;
+        if constexpr (kKind != Kind::kQ6K && kKind != Kind::kQ3K) p.dmin[k].v = src.dmin_;
       }
       UnpackedSource<kKind> unpacked{p};
       for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(unpacked, a, x, blocks, r0, pi * kPanel, 0xFFFF);
@@ -528,8 +581,8 @@ void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x) {
     case Kind::kQ4K: kpanels_product<Kind::kQ4K>(a, x); break;
     case Kind::kQ5K: kpanels_product<Kind::kQ5K>(a, x); break;
     case Kind::kQ6K: kpanels_product<Kind::kQ6K>(a, x); break;
-    case Kind::kQ3K:
-    case Kind::kQ2K: break;  // never packed (int8_panels_apply)
+    case Kind::kQ3K: kpanels_product<Kind::kQ3K>(a, x); break;
+    case Kind::kQ2K: kpanels_product<Kind::kQ2K>(a, x); break;
   }
 }
 
@@ -538,8 +591,8 @@ void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_
     case Kind::kQ4K: pack_kpanels_of<Kind::kQ4K>(w, rows, row_bytes, n_in); break;
     case Kind::kQ5K: pack_kpanels_of<Kind::kQ5K>(w, rows, row_bytes, n_in); break;
     case Kind::kQ6K: pack_kpanels_of<Kind::kQ6K>(w, rows, row_bytes, n_in); break;
-    case Kind::kQ3K:
-    case Kind::kQ2K: break;  // never packed (int8_panels_apply)
+    case Kind::kQ3K: pack_kpanels_of<Kind::kQ3K>(w, rows, row_bytes, n_in); break;
+    case Kind::kQ2K: pack_kpanels_of<Kind::kQ2K>(w, rows, row_bytes, n_in); break;
   }
 }
 

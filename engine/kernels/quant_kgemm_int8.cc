@@ -432,15 +432,7 @@ struct PackedSource {
       const int j = step % 4;
       w0 = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), three);
       w1 = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j + 2), three);
-      if constexpr (kKind == Kind::kQ3K) {
-        uint64_t m0, m1;
-        const uint8_t* hp = high_ + 8 * step;
-        if (ahead && step % 8 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
-        std::memcpy(&m0, hp, 8);
-        std::memcpy(&m1, hp + 8, 8);
-        w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(4));
-        w1 = _mm512_mask_add_epi8(w1, m1, w1, _mm512_set1_epi8(4));
-      }
+      if constexpr (kKind == Kind::kQ3K) add_top_bit(step, 4, w0, w1);
       return;
     }
     const uint8_t* at = levels_ + 64 * (step / 2);
@@ -464,15 +456,19 @@ struct PackedSource {
     }
     w0 = _mm512_and_si512(v, nib);
     w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-    if constexpr (kKind == Kind::kQ5K) {
-      uint64_t m0, m1;
-      const uint8_t* hp = high_ + 8 * step;
-      if (ahead && step % 8 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
-      std::memcpy(&m0, hp, 8);
-      std::memcpy(&m1, hp + 8, 8);
-      w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(0x10));
-      w1 = _mm512_mask_add_epi8(w1, m1, w1, _mm512_set1_epi8(0x10));
-    }
+    if constexpr (kKind == Kind::kQ5K) add_top_bit(step, 0x10, w0, w1);
+  }
+  // Q5_K's fifth and Q3_K's third bits (value `bit`) of steps step, step + 1 from the high
+  // plane's masks, added to their levels.
+  void add_top_bit(int step, char bit, __m512i& w0, __m512i& w1) const {
+    using L = KLayout<kKind>;
+    uint64_t m0, m1;
+    const uint8_t* hp = high_ + 8 * step;
+    if (ahead && step % 8 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
+    std::memcpy(&m0, hp, 8);
+    std::memcpy(&m1, hp + 8, 8);
+    w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(bit));
+    w1 = _mm512_mask_add_epi8(w1, m1, w1, _mm512_set1_epi8(bit));
   }
   // The levels of steps step, step + 1 themselves (as unpack_panel leaves them).
   void levels(int64_t k, int step, __m512i& w0, __m512i& w1) const {

@@ -1,5 +1,5 @@
-// The integer path of the K types (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): activations rounded to 8 bits per
-// super-block of 256 (one float scale, as llama.cpp's Q8_K); for one to four rows (here, fused:
+// The integer path of the K types (Q2_K..Q6_K): activations rounded to 8 bits per super-block
+// of 256 (one float scale, as llama.cpp's Q8_K); for one to four rows (here, fused:
 // the weights read straight from memory), each 64 levels times 64 activations by vpmaddubsw and
 // times the integer sub-block scales by vpdpwssd, so that a super-block's products stay in
 // integers and meet a float once; more rows take the panel GEMM of kernels/quant_kgemm_int8.cc.

@@ -262,9 +262,9 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 // Each part in a plane of its own (levels of every super-block, then high, words and d), each
 // plane a stream requested ahead at its own rate. Where rows have an odd number of super-blocks,
 // every other panel of a matrix that starts on a 64-byte line starts 32 bytes into one: those
-// put the d plane (Q6_K's and Q3_K's, 32 bytes a super-block) first, so that every vector stays aligned. (Each
-// super-block's parts side by side, one stream a panel, measured 10-15% slower per matrix at
-// one row, 2048 and 5632 wide, for Q4_K and Q6_K.)
+// put the d plane (Q6_K's and Q3_K's, 32 bytes a super-block) first, so that every vector stays
+// aligned. (Each super-block's parts side by side, one stream a panel, measured 10-15% slower
+// per matrix at one row, 2048 and 5632 wide, for Q4_K and Q6_K.)
 template <Kind kKind>
 struct KLayout {
   static constexpr bool kTwoBit = kKind == Kind::kQ3K || kKind == Kind::kQ2K;

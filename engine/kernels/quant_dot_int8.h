@@ -1,7 +1,7 @@
 // The integer path of the quantized matmul: activations rounded to 8 bits per block (32 values
 // with one float scale for the 32-value types, as llama.cpp's Q8_0 activations; 256 for the K
 // types, as its Q8_K), multiplied with the weights' integer levels by AVX-512 VNNI, the scales
-// applied in float per block. For Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q4_K, Q5_K and Q6_K
+// applied in float per block. For Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL and Q2_K..Q6_K
 // weights at every batch height: decoding to float costs more than streaming the weights at
 // decode sizes, and the panel GEMMs beat float FMAs at prompt sizes.
 #pragma once
@@ -25,15 +25,16 @@ inline float round_activations(const float* x, int8_t* q, int n = 32) {
   return d;
 }
 
-// The activations' block on the integer path: 256 for the K types (as llama.cpp's Q8_K, so a
-// super-block's integer products meet one float scale), 32 for the others (as its Q8_0).
-inline int activation_block(uint32_t type) {
+// The K types, Q2_K..Q6_K: super-blocks of 256 values with integer sub-block scales.
+inline bool is_k_quant(uint32_t type) {
   const auto t = static_cast<TensorType>(type);
   return t == TensorType::kQ2_K || t == TensorType::kQ3_K || t == TensorType::kQ4_K || t == TensorType::kQ5_K ||
-                 t == TensorType::kQ6_K
-             ? 256
-             : 32;
+         t == TensorType::kQ6_K;
 }
+
+// The activations' block on the integer path: 256 for the K types (as llama.cpp's Q8_K, so a
+// super-block's integer products meet one float scale), 32 for the others (as its Q8_0).
+inline int activation_block(uint32_t type) { return is_k_quant(type) ? 256 : 32; }
 
 // Up to this many activation rows take the fused kernel (quant_matvec_int8) where it applies.
 constexpr int64_t kMatvecMaxRows = 4;

@@ -19,6 +19,9 @@ constexpr int64_t kBlockBytes = kKind == Kind::kQ6K   ? sizeof(quant::BlockQ6_K)
 // Q2_K, Q3_K and Q6_K scale each 16 values and keep them in their natural order; Q4_K and Q5_K
 // scale each 32 and interleave pairs of sub-blocks (kK4Order).
 constexpr bool sixteen_value_scales(Kind k) { return k == Kind::kQ6K || k == Kind::kQ3K || k == Kind::kQ2K; }
+// Q6_K and Q3_K: signed scales, levels stored offset by 2^offset_bits (32 and 4), taken off
+// through the activations' sums of 16; the others: unsigned scales and a minimum per sub-block.
+constexpr int offset_bits(Kind k) { return k == Kind::kQ6K ? 5 : k == Kind::kQ3K ? 2 : 0; }
 
 inline Kind kind_of(uint32_t type) {
   switch (static_cast<TensorType>(type)) {
@@ -142,6 +145,10 @@ inline void k6_scales(const __m512i* words, __m512i* sc, __m512i* pr) {
   for (int j = 0; j < 8; ++j)
     pr[j] = _mm512_or_si512(_mm512_and_si512(sc[2 * j], _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc[2 * j + 1], 16));
 }
+
+// The F16 in the low (half_lo) or high half (half_hi) of each 32-bit lane, as a float.
+inline __m512 half_lo(__m512i words) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)); }
+inline __m512 half_hi(__m512i words) { return half_lo(_mm512_srli_epi32(words, 16)); }
 
 // Q3_K's 12 scale bytes of 16 rows (a0, a1, a2: lane i = row i's bytes 0-3, 4-7, 8-11) as the
 // four words of its 16 int8 scales (offset 32 removed), as k6_scales takes them: scale j has

@@ -111,10 +111,9 @@ inline void block_dot(const KBlock& w, const KRow& x, int64_t k, __m512& acc, __
   __m512i dot = _mm512_setzero_si512();
   for (int c = 0; c < 4; ++c) dot = _mm512_dpwssd_epi32(dot, _mm512_maddubs_epi16(w.q[c], load64(xq + 64 * c)), w.s[c]);
   const float dx = x.d[k];
-  if constexpr (kKind == Kind::kQ6K || kKind == Kind::kQ3K) {
+  if constexpr (krows::offset_bits(kKind) > 0) {
     const __m256i off = _mm256_madd_epi16(w.sc16, load32(x.sums16 + 16 * k));  // Σ scale·sum16, 8 lanes
-    constexpr int kOffsetBits = kKind == Kind::kQ6K ? 5 : 2;
-    dot = _mm512_sub_epi32(dot, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_slli_epi32(off, kOffsetBits), 0));
+    dot = _mm512_sub_epi32(dot, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_slli_epi32(off, krows::offset_bits(kKind)), 0));
   } else if constexpr (kKind == Kind::kQ2K) {
     const __m256i m8 = _mm256_madd_epi16(w.sc16, load32(x.sums16 + 16 * k));  // Σ min·sum16, 8 lanes
     const __m128i m = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
@@ -185,11 +184,7 @@ void fused(const QuantMatmulArgs& a, const KRow* x) {
 
 }  // namespace
 
-bool kquant_int8_applies(uint32_t type) {
-  const auto t = static_cast<TensorType>(type);
-  return t == TensorType::kQ2_K || t == TensorType::kQ3_K || t == TensorType::kQ4_K || t == TensorType::kQ5_K ||
-         t == TensorType::kQ6_K;
-}
+bool kquant_int8_applies(uint32_t type) { return is_k_quant(type); }
 
 void quant_matmul_kquant_int8(const QuantMatmulArgs& a) {
   const Kind kind = krows::kind_of(a.type);

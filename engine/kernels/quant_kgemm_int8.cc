@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "gguf/tensor_types.h"
@@ -83,34 +84,27 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t blocks,
     }
     IntVec* sc = &p.scale[kSub * k];
     IntVec* pr = &p.pair[kSub / 2 * k];
-    if constexpr (kKind == Kind::kQ3K || kKind == Kind::kQ2K) {
+    if constexpr (sixteen_value_scales(kKind)) {
       __m512i words[4], s[16], q[8];
-      if constexpr (kKind == Kind::kQ3K) {
-        const int so = static_cast<int>(offsetof(quant::BlockQ3_K, scales));
-        k3_scale_words(gather(base, so), gather(base, so + 4), gather(base, so + 8), words);
-        k6_scales(words, s, q);
-        // d is the block's last two bytes: read the word ending there.
-        const __m512i dw = gather(base, static_cast<int>(offsetof(quant::BlockQ3_K, d)) - 2);
-        p.d[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dw, 16)));
-      } else {
+      if constexpr (kKind == Kind::kQ2K) {
         for (int i = 0; i < 4; ++i) words[i] = gather(base, static_cast<int>(offsetof(quant::BlockQ2_K, scales)) + 4 * i);
         k2_scales(words, s, q);
         const __m512i dd = gather(base, static_cast<int>(offsetof(quant::BlockQ2_K, d)));  // d, dmin
-        p.d[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-        p.dmin[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        p.d[k].v = half_lo(dd);
+        p.dmin[k].v = half_hi(dd);
+      } else {
+        using Block = std::conditional_t<kKind == Kind::kQ6K, quant::BlockQ6_K, quant::BlockQ3_K>;
+        const int so = static_cast<int>(offsetof(Block, scales));
+        if constexpr (kKind == Kind::kQ6K)
+          for (int i = 0; i < 4; ++i) words[i] = gather(base, so + 4 * i);
+        else
+          k3_scale_words(gather(base, so), gather(base, so + 4), gather(base, so + 8), words);
+        k6_scales(words, s, q);
+        // d is the block's last two bytes: read the word ending there.
+        p.d[k].v = half_hi(gather(base, static_cast<int>(offsetof(Block, d)) - 2));
       }
       for (int j = 0; j < 16; ++j) sc[j].v = s[j];
       for (int j = 0; j < 8; ++j) pr[j].v = q[j];
-    } else if constexpr (kKind == Kind::kQ6K) {
-      __m512i words[4];
-      for (int q = 0; q < 4; ++q) words[q] = gather(base, static_cast<int>(offsetof(quant::BlockQ6_K, scales)) + 4 * q);
-      __m512i s[16], q[8];
-      k6_scales(words, s, q);
-      for (int j = 0; j < 16; ++j) sc[j].v = s[j];
-      for (int j = 0; j < 8; ++j) pr[j].v = q[j];
-      // d is the block's last two bytes: read the word ending there.
-      const __m512i dw = gather(base, static_cast<int>(offsetof(quant::BlockQ6_K, d)) - 2);
-      p.d[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dw, 16)));
     } else {
       // The 12 scale bytes as quant_levels' k4_scale_words unpacks them, one lane per row.
       const int so = static_cast<int>(kKind == Kind::kQ5K ? offsetof(quant::BlockQ5_K, scales) : offsetof(quant::BlockQ4_K, scales));
@@ -120,8 +114,8 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t blocks,
       for (int j = 0; j < 8; ++j) sc[j].v = s[j];
       for (int j = 0; j < 4; ++j) pr[j].v = q[j];
       const __m512i dd = gather(base, 0);  // d, dmin
-      p.d[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-      p.dmin[k].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+      p.d[k].v = half_lo(dd);
+      p.dmin[k].v = half_hi(dd);
     }
   }
 }
@@ -189,10 +183,9 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
       const __m512 d = src[p].d(k);
       for (int r = 0; r < R; ++r) {
         const __m512 dx = _mm512_set1_ps(x[r].d[k]);
-        if constexpr (kKind == Kind::kQ6K || kKind == Kind::kQ3K) {
-          constexpr int kOffsetBits = kKind == Kind::kQ6K ? 5 : 2;
+        if constexpr (offset_bits(kKind) > 0) {
           acc[p][r] = _mm512_fmadd_ps(
-              _mm512_cvtepi32_ps(_mm512_sub_epi32(isum[p][r], _mm512_slli_epi32(side[p][r], kOffsetBits))),
+              _mm512_cvtepi32_ps(_mm512_sub_epi32(isum[p][r], _mm512_slli_epi32(side[p][r], offset_bits(kKind)))),
               _mm512_mul_ps(d, dx), acc[p][r]);
         } else {
           acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][r]), _mm512_mul_ps(d, dx), acc[p][r]);
@@ -299,12 +292,10 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
   for (int64_t k = 0; k < blocks; ++k) {
     const uint8_t* base = w + k * kBytes;
     auto gather = [&](int offset) { return _mm512_i32gather_epi32(_mm512_add_epi32(at, _mm512_set1_epi32(offset)), base, 1); };
-    if constexpr (kKind == Kind::kQ6K) {
-      for (int q = 0; q < 4; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ6_K, scales)) + 4 * q);
-      for (int i = 0; i < kPanel; ++i) std::memcpy(&d[16 * k + i], base + i * row_bytes + offsetof(quant::BlockQ6_K, d), 2);
-    } else if constexpr (kKind == Kind::kQ3K) {
-      for (int q = 0; q < 3; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ3_K, scales)) + 4 * q);
-      for (int i = 0; i < kPanel; ++i) std::memcpy(&d[16 * k + i], base + i * row_bytes + offsetof(quant::BlockQ3_K, d), 2);
+    if constexpr (offset_bits(kKind) > 0) {  // Q6_K, Q3_K: the scale bytes as they are, then d
+      using Block = std::conditional_t<kKind == Kind::kQ6K, quant::BlockQ6_K, quant::BlockQ3_K>;
+      for (int q = 0; q < kW; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(Block, scales)) + 4 * q);
+      for (int i = 0; i < kPanel; ++i) std::memcpy(&d[16 * k + i], base + i * row_bytes + offsetof(Block, d), 2);
     } else if constexpr (kKind == Kind::kQ2K) {
       for (int q = 0; q < 4; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ2_K, scales)) + 4 * q);
       words[kW * k + 4].v = gather(static_cast<int>(offsetof(quant::BlockQ2_K, d)));  // d, dmin
@@ -335,16 +326,14 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
         const uint64_t bits = _mm512_test_epi8_mask(st[t].v, _mm512_set1_epi8(kKind == Kind::kQ5K ? 0x10 : 0x04));
         std::memcpy(w + lay.high(k) + 8 * t, &bits, 8);
       }
-    if constexpr (kKind == Kind::kQ3K) std::memcpy(w + lay.d(k), &d[16 * k], 32);
-    if constexpr (kKind == Kind::kQ6K) {
+    if constexpr (KLayout<kKind>::kD > 0) std::memcpy(w + lay.d(k), &d[16 * k], 32);
+    if constexpr (kKind == Kind::kQ6K)
       for (int s = 0; s < 16; ++s) {
         __m512i h = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j)
           h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(st[4 * s + j].v, 4), two), 2 * j));
         _mm512_storeu_si512(w + lay.high(k) + 64 * s, h);
       }
-      std::memcpy(w + lay.d(k), &d[16 * k], 32);
-    }
     for (int q = 0; q < kW; ++q) _mm512_storeu_si512(w + lay.words(k) + 64 * q, words[kW * k + q].v);
   }
 }
@@ -388,30 +377,26 @@ struct PackedSource {
     const uint8_t* wd = p + lay.words(k);
     if (ahead)
       for (int q = 0; q < L::kWords / 64; ++q) prefetch_l2(wd + 64 * q + L::ahead(L::kWords));
-    if constexpr (kKind == Kind::kQ3K) {
-      __m512i words[4];
-      k3_scale_words(load64(wd), load64(wd + 64), load64(wd + 128), words);
+    if constexpr (offset_bits(kKind) > 0) {  // Q6_K, Q3_K: d in its own plane
+      __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), _mm512_setzero_si512()};
+      if constexpr (kKind == Kind::kQ6K)
+        words[3] = load64(wd + 192);
+      else
+        k3_scale_words(words[0], words[1], words[2], words);
       k6_scales(words, sc, pr);
       const uint8_t* dp = p + lay.d(k);
       if (ahead && k % 2 == 0) prefetch_l2(dp + L::ahead(L::kD));
       d_ = _mm512_cvtph_ps(load32(dp));
-    } else if constexpr (kKind == Kind::kQ2K) {
-      const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
-      k2_scales(words, sc, pr);
-      const __m512i dd = load64(wd + 256);
-      d_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-      dmin_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-    } else if constexpr (kKind == Kind::kQ6K) {
-      const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
-      k6_scales(words, sc, pr);
-      const uint8_t* dp = p + lay.d(k);
-      if (ahead && k % 2 == 0) prefetch_l2(dp + L::ahead(L::kD));
-      d_ = _mm512_cvtph_ps(load32(dp));
-    } else {
-      k4_scales(load64(wd), load64(wd + 64), load64(wd + 128), sc, pr);
-      const __m512i dd = load64(wd + 192);
-      d_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-      dmin_ = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    } else {  // the (d, dmin) word after the scales
+      if constexpr (kKind == Kind::kQ2K) {
+        const __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), load64(wd + 192)};
+        k2_scales(words, sc, pr);
+      } else {
+        k4_scales(load64(wd), load64(wd + 64), load64(wd + 128), sc, pr);
+      }
+      const __m512i dd = load64(wd + L::kWords - 64);
+      d_ = half_lo(dd);
+      dmin_ = half_hi(dd);
     }
   }
   // Q4_K's odd steps are multiplied as 16 times their levels (the high nibbles in place, one
@@ -542,7 +527,7 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
         for (int j = 0; j < kSub; ++j) p.scale[kSub * k + j].v = src.sc[j];
         for (int j = 0; j < kSub / 2; ++j) p.pair[kSub / 2 * k + j].v = src.pr[j];
         p.d[k].v = src.d_;
-        if constexpr (kKind != Kind::kQ6K && kKind != Kind::kQ3K) p.dmin[k].v = src.dmin_;
+        if constexpr (offset_bits(kKind) == 0) p.dmin[k].v = src.dmin_;
       }
       UnpackedSource<kKind> unpacked{p};
       for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(unpacked, a, x, blocks, r0, pi * kPanel, 0xFFFF);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "gguf/tensor_types.h"
@@ -107,6 +108,9 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
       ctx.kernels->pack_panels(static_cast<uint32_t>(t), storage.back().data(), rows_per_part, row_bytes, n_in);
       parts.back().panels = true;
       ++packed_parts;
+      // A packed row is not at r * row_bytes: decoding one is refused, not read wrongly.
+      std::vector<float> row(n_in);
+      EXPECT_THROW(parts.back().decode_row(1, row.data(), n_in), std::logic_error);
     }
   }
   if (packed && packed_parts == 0) GTEST_SKIP() << "no part of this case is held as panels at this level";

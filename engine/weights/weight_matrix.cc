@@ -1,6 +1,7 @@
 #include "weights/weight_matrix.h"
 
 #include <cstring>
+#include <stdexcept>
 
 #include "weights/dnnl_matrix.h"
 #include "weights/quant_matrix.h"
@@ -68,6 +69,8 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
 }
 
 void HeldRows::decode_row(int64_t r, float* out, int64_t n) const {
+  // Packed rows are interleaved 16 to a panel: row r's bytes are not at r * row_bytes.
+  if (panels) throw std::logic_error("HeldRows::decode_row: the rows are packed panels");
   tensor_type(type).to_float(data + r * row_bytes, out, n);
 }
 

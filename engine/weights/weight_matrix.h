@@ -92,7 +92,7 @@ struct HeldRows {
   // The bytes are packed panels (kernels/quant_matmul.h's pack_panels): only the panel
   // products read them (the integer path's, or F16's).
   bool panels = false;
-  // Row r decoded to out: [n] (n the row's length).
+  // Row r decoded to out: [n] (n the row's length). Rows held as panels throw std::logic_error.
   void decode_row(int64_t r, float* out, int64_t n) const;
 };
 // The tensor's bytes copied into ctx's arena, checked as make_weight_matrix checks them; with

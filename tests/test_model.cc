@@ -81,6 +81,11 @@ TEST(ModelVsReference, SyntheticShapes) {
   expect_matches_reference(temp_model(bf16, "ref-bf16"), {1, 3, 4}, 8, 1e-4);
   // Kept as BF16 (where the CPU multiplies BF16 natively; elsewhere this is the F32 path again).
   expect_matches_reference(temp_model(bf16, "ref-bf16"), {1, 3, 4}, 8, 1e-4, /*keep_bf16=*/true);
+  // Tied: the embedding looked up as BF16 rows, the output built from the same values.
+  SyntheticSpec bf16_tied = bf16;
+  bf16_tied.tied_output = true;
+  expect_matches_reference(temp_model(bf16_tied, "ref-bf16-tied"), {1, 3, 4}, 8, 1e-4);
+  expect_matches_reference(temp_model(bf16_tied, "ref-bf16-tied"), {1, 3, 4}, 8, 1e-4, /*keep_bf16=*/true);
   std::printf("BF16 weights with model.keep_bf16 held as %s\n",
               tensor_type_name(DecoderModel(GgufFile(temp_model(bf16, "ref-bf16")), WeightPolicy{.keep_bf16 = true}).hparams().held_as));
 }

@@ -83,9 +83,17 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     return n;
   };
   const TensorRef embd{use.use("token_embd.weight"), {d, v}};
-  if (hp_.weight_type == TensorType::kF32 || hp_.weight_type == TensorType::kBF16) {
+  if (hp_.weight_type == TensorType::kF32) {
     embedding_ = load_float_tensor(f, embd);
     if (hp_.tied_output) output_ = make_weight_matrix(*ctx_, embedding_.data(), v, d, hp_.weight_type, policy);
+  } else if (hp_.weight_type == TensorType::kBF16) {
+    // Looked up as BF16 rows (half the bytes of floats, decoded exactly); a tied output is
+    // built from the floats, widened or kept BF16 as the policy says.
+    if (hp_.tied_output) {
+      const std::vector<float> w = load_float_tensor(f, embd);
+      output_ = make_weight_matrix(*ctx_, w.data(), v, d, hp_.weight_type, policy);
+    }
+    embedding_held_ = hold_tensor(*ctx_, f, embd);
   } else {
     embedding_held_ = hold_tensor(*ctx_, f, embd);
     if (hp_.tied_output) output_ = make_held_matrix(*ctx_, {embedding_held_}, hp_.n_embd, policy);

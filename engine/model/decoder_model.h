@@ -58,7 +58,7 @@ class DecoderModel final : public Model {
   DecoderHparams hp_;
   const KernelTable& k_;
   std::unique_ptr<ComputeContext> ctx_;
-  std::vector<float> embedding_;  // [n_vocab, n_embd] when the file's is F32 or BF16
+  std::vector<float> embedding_;  // [n_vocab, n_embd] when the file's is F32
   HeldRows embedding_held_;       // otherwise as stored, each token's row decoded on lookup
   std::vector<float> positions_;  // [max_positions, n_embd] learned position embeddings, or empty
   std::vector<float> rope_freqs_; // [rope_dim / 2] Llama 3's per-frequency divisors, or empty

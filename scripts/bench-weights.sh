@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The weight-type table: kvserve-bench-engine on the ~110M (and, without --quick, ~1B) synthetic
-# shapes in F32, F16, Q8_0, Q4_0, Q4_K_M, Q5_K_M and Q6_K (quantized by kvserve-quantize's rules
-# from the same F32 weights), each figure beside the bandwidth and compute limits measured in the
+# shapes in F32, F16, BF16 (held as BF16: --keep-bf16), Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q3_K_M
+# and Q2_K (quantized by kvserve-quantize's rules from the same F32 weights), each figure beside the bandwidth and compute limits measured in the
 # same run (decode against the read bandwidth: read-only passes around each run, their sustained
 # rate and the best pass; and the triad). Writes bench-results/weights-*.json and weights.md.
 # Called by scripts/bench.sh.
@@ -18,14 +18,16 @@ if [ ! -x "$build/engine/kvserve-bench-engine" ]; then
   cmake --build "$build" -j "$(nproc)" --target kvserve-bench-engine
 fi
 mkdir -p "$out" "$build/models"
-types="f32 f16 q8_0 q4_0 q4_k_m q5_k_m q6_k"
+types="f32 f16 bf16 q8_0 q4_0 q4_k_m q5_k_m q6_k q3_k_m q2_k"
 for t in $types; do
+  keep=()
+  [ "$t" = bf16 ] && keep=(--keep-bf16)
   "$build/engine/kvserve-bench-engine" --models-dir "$build/models" --kv-dtype f16 --dim 768 --layers 12 --heads 12 \
-    --kv-heads 12 --ffn 2048 --vocab 32000 --dtype "$t" --batches 16,64 --json "$out/weights-110m-$t.json" \
+    --kv-heads 12 --ffn 2048 --vocab 32000 --dtype "$t" "${keep[@]}" --batches 16,64 --json "$out/weights-110m-$t.json" \
     | tee "$out/weights-110m-$t.txt"
   if [ "$quick" = 0 ]; then
     "$build/engine/kvserve-bench-engine" --models-dir "$build/models" --kv-dtype f16 --dim 2048 --layers 16 --heads 32 \
-      --kv-heads 8 --ffn 5632 --vocab 32000 --dtype "$t" --batches 1,16 --gen 32 --json "$out/weights-1b-$t.json" \
+      --kv-heads 8 --ffn 5632 --vocab 32000 --dtype "$t" "${keep[@]}" --batches 1,16 --gen 32 --json "$out/weights-1b-$t.json" \
       | tee "$out/weights-1b-$t.txt"
   fi
 done

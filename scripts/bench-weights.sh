@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The weight-type table: kvserve-bench-engine on the ~110M (and, without --quick, ~1B) synthetic
 # shapes in F32, F16, BF16 (held as BF16: --keep-bf16), Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q3_K_M
-# and Q2_K (quantized by kvserve-quantize's rules from the same F32 weights), each figure beside the bandwidth and compute limits measured in the
-# same run (decode against the read bandwidth: read-only passes around each run, their sustained
-# rate and the best pass; and the triad). Writes bench-results/weights-*.json and weights.md.
+# and Q2_K (quantized by kvserve-quantize's rules from the same F32 weights), each figure beside
+# the bandwidth and compute limits measured in the same run (decode against the read bandwidth:
+# read-only passes around each run, their sustained rate and the best pass; and the triad). Writes bench-results/weights-*.json and weights.md.
 # Called by scripts/bench.sh.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

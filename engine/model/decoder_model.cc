@@ -153,7 +153,11 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   for (const Layer& L : layers_)
     for (const auto* m : {L.qkv.get(), L.wo.get(), L.gate_up.get(), L.down.get()}) count(*m);
   count(*output_);
-  if (!hp_.tied_output) {  // the embedding's memory besides the matrices (one row a token is read)
+  // The embedding's memory besides the matrices (one row a token is read), unless a tied output
+  // multiplies those same held rows (F32 and BF16 ties build their matrix from a float copy).
+  const bool shares_rows =
+      hp_.tied_output && hp_.weight_type != TensorType::kF32 && hp_.weight_type != TensorType::kBF16;
+  if (!shares_rows) {
     if (embedding_held_.data)
       held[embedding_held_.type] += embedding_held_.rows * embedding_held_.row_bytes;
     else

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "gguf/tensor_types.h"
 #include "weights/compute_context.h"
 
 namespace kvserve {
@@ -83,20 +84,23 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     return n;
   };
   const TensorRef embd{use.use("token_embd.weight"), {d, v}};
+  // A tied output multiplies the embedding's own held rows, except in F32 and BF16 files, whose
+  // matrix make_weight_matrix builds from floats (a second copy, widened or kept BF16 by policy).
+  const bool output_reuses_rows =
+      hp_.tied_output && hp_.weight_type != TensorType::kF32 && hp_.weight_type != TensorType::kBF16;
   if (hp_.weight_type == TensorType::kF32) {
     embedding_ = load_float_tensor(f, embd);
     if (hp_.tied_output) output_ = make_weight_matrix(*ctx_, embedding_.data(), v, d, hp_.weight_type, policy);
-  } else if (hp_.weight_type == TensorType::kBF16) {
-    // Looked up as BF16 rows (half the bytes of floats, decoded exactly); a tied output is
-    // built from the floats, widened or kept BF16 as the policy says.
-    if (hp_.tied_output) {
-      const std::vector<float> w = load_float_tensor(f, embd);
+  } else {
+    // The file's rows, each token's decoded on lookup (BF16 exactly, at half the bytes of floats).
+    embedding_held_ = hold_tensor(*ctx_, f, embd);
+    if (output_reuses_rows) {
+      output_ = make_held_matrix(*ctx_, {embedding_held_}, hp_.n_embd, policy);
+    } else if (hp_.tied_output) {  // BF16: the floats decoded from the rows just held
+      std::vector<float> w(v * d);
+      tensor_type(embedding_held_.type).to_float(embedding_held_.data, w.data(), static_cast<int64_t>(v * d));
       output_ = make_weight_matrix(*ctx_, w.data(), v, d, hp_.weight_type, policy);
     }
-    embedding_held_ = hold_tensor(*ctx_, f, embd);
-  } else {
-    embedding_held_ = hold_tensor(*ctx_, f, embd);
-    if (hp_.tied_output) output_ = make_held_matrix(*ctx_, {embedding_held_}, hp_.n_embd, policy);
   }
   if (spec.learned_positions) positions_ = use.floats({"position_embd.weight", {d, uint64_t(hp_.max_positions)}});
   if (spec.rope != RopeLayout::kNone && use.has("rope_freqs.weight"))
@@ -153,11 +157,7 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   for (const Layer& L : layers_)
     for (const auto* m : {L.qkv.get(), L.wo.get(), L.gate_up.get(), L.down.get()}) count(*m);
   count(*output_);
-  // The embedding's memory besides the matrices (one row a token is read), unless a tied output
-  // multiplies those same held rows (F32 and BF16 ties build their matrix from a float copy).
-  const bool shares_rows =
-      hp_.tied_output && hp_.weight_type != TensorType::kF32 && hp_.weight_type != TensorType::kBF16;
-  if (!shares_rows) {
+  if (!output_reuses_rows) {  // the embedding's memory besides the matrices (one row a token is read)
     if (embedding_held_.data)
       held[embedding_held_.type] += embedding_held_.rows * embedding_held_.row_bytes;
     else

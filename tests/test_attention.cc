@@ -57,6 +57,11 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
   size_t next_block = 0;
   std::vector<int32_t> token_seq, ctx;
   std::vector<float> q_rows;
+  // q8_0's anchors (write_kv_q8 rounds K - k_anchor, and V - v_anchor at position 0): offsets
+  // of up to 3 per channel, as K's channels carry, that attention must add back.
+  std::vector<float> k_anchor(static_cast<size_t>(n_kv) * hd), v_anchor(k_anchor.size());
+  for (auto& x : k_anchor) x = 3.0f * U(rng);
+  for (auto& x : v_anchor) x = 3.0f * U(rng);
   for (size_t s = 0; s < seq_len.size(); ++s) {
     const int L = seq_len[s];
     for (int b = 0; b * bs < L; ++b) tables[s * max_blocks + b] = free_blocks[next_block++];
@@ -69,9 +74,14 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
     std::vector<int64_t> slots;
     for (int p = 0; p < L; ++p) slots.push_back(int64_t{tables[s * max_blocks + p / bs]} * bs + p % bs);
     if constexpr (q8) {
-      k.write_kv_q8(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(), vc.data(),
-                    ks.data(), vs.data());
-      // What the cache holds, decoded; each value within half a quantization step of its input.
+      for (int p = 0; p < L; ++p)
+        for (int i = 0; i < n_kv * hd; ++i) K[s][size_t(p) * n_kv * hd + i] += k_anchor[i];
+      std::vector<int32_t> positions(L);
+      std::iota(positions.begin(), positions.end(), 0);
+      k.write_kv_q8(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), positions.data(), k_anchor.data(),
+                    v_anchor.data(), n_kv, hd, bs, kc.data(), vc.data(), ks.data(), vs.data());
+      // What the cache holds, decoded with the anchors added back; each value within half a
+      // quantization step of its input.
       for (int p = 0; p < L; ++p) {
         const int64_t block = slots[p] / bs, off = slots[p] % bs;
         for (int h = 0; h < n_kv; ++h)
@@ -82,7 +92,8 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
             const int64_t base = (block * n_kv + h) * bs * hd;
             float& kx = K[s][(size_t(p) * n_kv + h) * hd + i];
             float& vx = V[s][(size_t(p) * n_kv + h) * hd + i];
-            const float kd = kc[base + int64_t{i} * bs + off] * dk, vd = vc[base + off * hd + i] * dv;
+            const float kd = kc[base + int64_t{i} * bs + off] * dk + k_anchor[h * hd + i];
+            const float vd = vc[base + off * hd + i] * dv + (p == 0 ? v_anchor[h * hd + i] : 0.0f);
             ASSERT_LE(std::fabs(kd - kx), dk * 0.5f + 1e-6f);
             ASSERT_LE(std::fabs(vd - vx), dv * 0.5f + 1e-6f);
             kx = kd;
@@ -119,7 +130,9 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
                                            .ctx_lens = ctx.data(), .n_head = n_head, .n_kv = n_kv, .head_dim = hd,
                                            .block_size = bs, .scale = scale, .window = window,
                                            .soft_cap = soft_cap, .out = out.data(),
-                                           .k_scales = q8 ? ks.data() : nullptr, .v_scales = q8 ? vs.data() : nullptr});
+                                           .k_scales = q8 ? ks.data() : nullptr, .v_scales = q8 ? vs.data() : nullptr,
+                                           .k_anchor = q8 ? k_anchor.data() : nullptr,
+                                           .v_anchor = q8 ? v_anchor.data() : nullptr});
 
   for (int64_t r = 0; r < rows; ++r) {
     const int s = token_seq[r], p = ctx[r] - 1;

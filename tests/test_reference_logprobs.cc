@@ -14,6 +14,7 @@
 #include "kernels/kernel_table.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "text/tokenizer.h"
 #include "logprob_reference.h"
 #include "test_support.h"
 
@@ -126,32 +127,37 @@ TEST(PackedPanels, F16ModelSameAsTheRowLayout) {
 }
 
 // A q8_0 KV cache (34/32 bytes a value) against an f16 one on stories260K, in prefill chunks and
-// one token a step: the mean log-probability within 0.02 nats/token, each token's within 0.05
-// on average.
+// one token a step: each token's log-probability within 0.02 nats on average, on the reference
+// text and on a text of our own. The cache rounds K less the model's anchor (BOS's K at position
+// 0): without it, 0.037 and 0.043 (README, "What the KV cache costs").
 TEST(KvCacheTypes, Q8CloseToF16) {
   KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model("stories260K.gguf"));
-  const std::vector<int32_t> tokens =
-      references()["models"]["quant/stories260K-q8_0.dequant-f32.gguf"]["visible1"]["token_ids"].get<std::vector<int32_t>>();
   GgufFile f(testing::shared_model("stories260K.gguf"));
+  Tokenizer tok(f);
+  const std::vector<std::vector<int32_t>> texts = {
+      references()["models"]["quant/stories260K-q8_0.dequant-f32.gguf"]["visible1"]["token_ids"].get<std::vector<int32_t>>(),
+      tok.encode("Once upon a time, a little fox found a shiny stone by the river. She showed it to her friend the "
+                 "owl, who said it was magic. They went home happy and slept.",
+                 true)};
   auto model = load_model(f, {});
-  const std::vector<double> f16 = teacher_forced(*model, tokens, 40, 2), q8 = teacher_forced(*model, tokens, 40, 1);
-  ASSERT_EQ(f16.size(), q8.size());
-  double sum = 0, diff = 0;
-  for (size_t i = 0; i < f16.size(); ++i) {
-    sum += std::fabs(f16[i] - q8[i]);
-    diff += q8[i] - f16[i];
+  for (const std::vector<int32_t>& tokens : texts) {
+    const std::vector<double> f16 = teacher_forced(*model, tokens, 40, 2), q8 = teacher_forced(*model, tokens, 40, 1);
+    ASSERT_EQ(f16.size(), q8.size());
+    double sum = 0, diff = 0;
+    for (size_t i = 0; i < f16.size(); ++i) {
+      sum += std::fabs(f16[i] - q8[i]);
+      diff += q8[i] - f16[i];
+    }
+    const std::vector<double> f32 = teacher_forced(*model, tokens, 40, 4);
+    double f16_vs_f32 = 0;
+    for (size_t i = 0; i < f16.size(); ++i) f16_vs_f32 += std::fabs(f16[i] - f32[i]);
+    std::printf("%zu tokens: q8_0 KV vs f16 KV: mean |difference| %.5f, difference of means %.5f nats/token (f16 vs "
+                "f32: %.5f)\n",
+                tokens.size(), sum / f16.size(), diff / f16.size(), f16_vs_f32 / f16.size());
+    EXPECT_LE(sum / f16.size(), 0.02);
+    EXPECT_LE(std::fabs(diff / f16.size()), 0.01);
+    EXPECT_GT(sum, 0.0);  // the q8_0 path really ran
   }
-  const std::vector<double> f32 = teacher_forced(*model, tokens, 40, 4);
-  double f16_vs_f32 = 0;
-  for (size_t i = 0; i < f16.size(); ++i) f16_vs_f32 += std::fabs(f16[i] - f32[i]);
-  std::printf("q8_0 KV vs f16 KV: mean |difference| %.5f, difference of means %.5f nats/token (f16 vs f32: %.5f)\n",
-              sum / f16.size(), diff / f16.size(), f16_vs_f32 / f16.size());
-  // The 0.02 the issue asks of the mean |difference| is not reached (README, "What the KV
-  // cache costs": K's 8-bit rounding itself, at any block size); these bounds catch a q8_0
-  // path that stops being q8_0's arithmetic.
-  EXPECT_LE(sum / f16.size(), 0.05);
-  EXPECT_LE(std::fabs(diff / f16.size()), 0.02);
-  EXPECT_GT(sum, 0.0);  // the q8_0 path really ran
 }
 
 // llama-quantize's fallbacks where a row is not a multiple of 256 (Qwen2-0.5B's 896, say): Q2_K

@@ -246,16 +246,23 @@ inline void dequantize_slices(const int8_t* kq, const int8_t* vq, const uint16_t
 }
 }  // namespace
 
-void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots, int n_kv,
-                 int head_dim, int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales,
-                 uint16_t* v_scales) {
+void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
+                 const int32_t* positions, const float* k_anchor, const float* v_anchor, int n_kv, int head_dim,
+                 int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales, uint16_t* v_scales) {
   const int groups = n_kv * head_dim / kKvQ8Group;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t block = slots[r] / block_size, off = slots[r] % block_size;
+    const float* v_off = positions[r] == 0 ? v_anchor : nullptr;
     for (int g = 0; g < groups; ++g) {
       int8_t kq[kKvQ8Group], vq[kKvQ8Group];
-      k_scales[(block * block_size + off) * groups + g] = quantize32(k + r * row_stride + g * kKvQ8Group, kq);
-      v_scales[(block * block_size + off) * groups + g] = quantize32(v + r * row_stride + g * kKvQ8Group, vq);
+      float kx[kKvQ8Group], vx[kKvQ8Group];
+      for (int i = 0; i < kKvQ8Group; ++i) {
+        const int c = g * kKvQ8Group + i;
+        kx[i] = k[r * row_stride + c] - (k_anchor ? k_anchor[c] : 0.0f);
+        vx[i] = v[r * row_stride + c] - (v_off ? v_off[c] : 0.0f);
+      }
+      k_scales[(block * block_size + off) * groups + g] = quantize32(kx, kq);
+      v_scales[(block * block_size + off) * groups + g] = quantize32(vx, vq);
       // Value i of the group is dimension d of KV head h in the row.
       for (int i = 0; i < kKvQ8Group; ++i) {
         const int h = (g * kKvQ8Group + i) / head_dim, d = (g * kKvQ8Group + i) % head_dim;
@@ -340,6 +347,16 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         }
         for (int g = 0; g < group; ++g) {
           float* sc = scores.data() + static_cast<size_t>(g) * span;
+          if constexpr (std::is_same_v<KvT, int8_t>) {
+            if (a.k_anchor) {  // q·(K' + anchor) = q·K' + q·anchor, the same for every position
+              const float* qg = qh + g * head_dim;
+              const float* an = a.k_anchor + static_cast<int64_t>(kvh) * head_dim;
+              float c = 0.0f;
+              for (int d = 0; d < head_dim; ++d) c += qg[d] * an[d];
+              c *= scale;
+              for (int i = skip; i < span; ++i) sc[i] += c;
+            }
+          }
           if (a.soft_cap > 0.0f) {
             const float inv = 1.0f / a.soft_cap;
             for (int i = skip; i < span; ++i) sc[i] = a.soft_cap * std::tanh(sc[i] * inv);
@@ -366,6 +383,13 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
             for (int g = 0; g < group; ++g)
               block_weighted_sum(scores.data() + static_cast<size_t>(g) * span + (p0 - base), vf.data(), n, head_dim,
                                  out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim);
+            if (p0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
+              for (int g = 0; g < group; ++g) {
+                const float w = scores[static_cast<size_t>(g) * span];
+                const float* an = a.v_anchor + static_cast<int64_t>(kvh) * head_dim;
+                float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim;
+                for (int d = 0; d < head_dim; ++d) o[d] += w * an[d];
+              }
           } else {
             for (int g = 0; g < group; ++g)
               block_weighted_sum(scores.data() + static_cast<size_t>(g) * span + (p0 - base), vb, n, head_dim,

@@ -26,9 +26,12 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
 
 // q8_0: the same, each token's K and V rows rounded to 8 bits per 32 values (all KV heads side
 // by side) with an F16 scale each: k_scales, v_scales: [num_blocks, block_size, n_kv·head_dim/32].
-void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots, int n_kv,
-                 int head_dim, int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales,
-                 uint16_t* v_scales);
+// Rounded are K - k_anchor for every token and V - v_anchor for a token at position 0 (other V
+// rows as they are); paged_attention adds the anchors back. k_anchor, v_anchor: [n_kv·head_dim]
+// or null (zero); positions: [rows], each token's position in its sequence.
+void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
+                 const int32_t* positions, const float* k_anchor, const float* v_anchor, int n_kv, int head_dim,
+                 int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales, uint16_t* v_scales);
 
 // Shapes in attention_args.h.
 template <class KvT>

@@ -32,6 +32,10 @@ struct PagedAttentionArgs {
   // [num_blocks, block_size, n_kv·head_dim / 32].
   const uint16_t* k_scales = nullptr;
   const uint16_t* v_scales = nullptr;
+  // q8_0 only, each [n_kv·head_dim] or null: what write_kv_q8 took off before rounding (K of
+  // every token, V of position 0's), added back here.
+  const float* k_anchor = nullptr;
+  const float* v_anchor = nullptr;
 };
 
 }  // namespace kvserve

@@ -49,8 +49,8 @@ struct KernelTable {
   void (*write_kv_f16)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
                        int n_kv, int head_dim, int block_size, _Float16* k_cache, _Float16* v_cache);
   void (*write_kv_q8)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
-                      int n_kv, int head_dim, int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales,
-                      uint16_t* v_scales);
+                      const int32_t* positions, const float* k_anchor, const float* v_anchor, int n_kv, int head_dim,
+                      int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales, uint16_t* v_scales);
   void (*paged_attention_f32)(const PagedAttentionArgs<float>& args);
   void (*paged_attention_f16)(const PagedAttentionArgs<_Float16>& args);
   void (*paged_attention_q8)(const PagedAttentionArgs<int8_t>& args);

@@ -75,6 +75,10 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   const ArchSpec& spec = *hp_.spec;
   const uint64_t d = hp_.n_embd, v = hp_.n_vocab, ff = hp_.n_ff, qd = hp_.q_dim;
   const uint64_t kvd = uint64_t(hp_.n_head_kv) * hp_.head_dim;
+  if (const GgufValue* bos = f.find("tokenizer.ggml.bos_token_id")) {
+    const int64_t id = bos->as_int("tokenizer.ggml.bos_token_id");
+    if (id >= 0 && static_cast<uint64_t>(id) < v) anchor_token_ = static_cast<int32_t>(id);
+  }
   TensorUse use(f);
   auto matrix = [&](std::vector<TensorRef> parts) { return make_weight_matrix(*ctx_, f, use.use(parts), policy); };
   auto norm = [&](const std::string& name) {
@@ -249,11 +253,15 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
   };
   if (kv.q8()) {
     int8_t *kc = kv.k<int8_t>(l), *vc = kv.v<int8_t>(l);
-    k_.write_kv_q8(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), kc, vc,
-                   kv.k_scales(l), kv.v_scales(l));
+    const int64_t kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
+    const float* anchor = kv_anchor_.data() + 2 * l * kv_dim;  // this layer's K anchor, then its V anchor
+    k_.write_kv_q8(k, v, T, qkv_dim, in.slots.data(), in.positions.data(), anchor, anchor + kv_dim,
+                   hp_.n_head_kv, hp_.head_dim, kv.block_size(), kc, vc, kv.k_scales(l), kv.v_scales(l));
     PagedAttentionArgs<int8_t> a = args(kc, vc);
     a.k_scales = kv.k_scales(l);
     a.v_scales = kv.v_scales(l);
+    a.k_anchor = anchor;
+    a.v_anchor = anchor + kv_dim;
     k_.paged_attention(a);
   } else if (kv.half()) {
     store_and_attend(kv.k<_Float16>(l), kv.v<_Float16>(l));
@@ -262,7 +270,28 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
   }
 }
 
+void DecoderModel::compute_kv_anchor() {
+  const int64_t kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
+  KvStorage scratch(kv_shape(), /*block_size=*/1, /*num_blocks=*/1);  // f32, one slot
+  BatchInputs in;
+  in.tokens = {anchor_token_};
+  in.positions = {0};
+  in.token_seq = {0};
+  in.slots = {0};
+  in.block_tables = {0};
+  in.max_blocks = 1;
+  in.logit_rows = {0};
+  forward(in, scratch);
+  // With one slot per block, each layer's K and V are n_kv·head_dim floats in head order.
+  kv_anchor_.resize(static_cast<size_t>(hp_.n_layer) * 2 * kv_dim);
+  for (int l = 0; l < hp_.n_layer; ++l) {
+    std::copy_n(scratch.k<float>(l), kv_dim, kv_anchor_.data() + 2 * l * kv_dim);
+    std::copy_n(scratch.v<float>(l), kv_dim, kv_anchor_.data() + (2 * l + 1) * kv_dim);
+  }
+}
+
 const float* DecoderModel::forward(const BatchInputs& in, KvStorage& kv) {
+  if (kv.q8() && kv_anchor_.empty()) compute_kv_anchor();
   const ArchSpec& spec = *hp_.spec;
   const int64_t T = in.size(), D = hp_.n_embd, F = hp_.n_ff;
   const int64_t q_dim = hp_.q_dim, kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;

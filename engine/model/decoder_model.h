@@ -52,6 +52,8 @@ class DecoderModel final : public Model {
   void add_to_residual(WeightMatrix& w, const std::vector<float>& bias, const Norm& post_norm, const float* in,
                        int64_t rows);
   void attend(const BatchInputs& in, KvStorage& kv, int layer, float* q, float* k, float* v, int64_t qkv_dim);
+  // q8_0 caches: kv_anchor_ from anchor_token_ alone at position 0 (run once, on a scratch f32 cache).
+  void compute_kv_anchor();
   // Head ablation: zeroes, in attn_, the outputs of the heads each token's mask names at this layer.
   void zero_masked_heads(const BatchInputs& in, int layer, int64_t rows);
 
@@ -72,6 +74,13 @@ class DecoderModel final : public Model {
   std::vector<int32_t> ctx_lens_;
   std::vector<float*> cap_ptrs_;     // [T] this layer's attention-capture destinations
   std::vector<int64_t> cap_strides_; // [T] their head strides
+  // What a q8_0 cache takes off before rounding (every K row, position 0's V row) and attention
+  // adds back: anchor_token_'s K and V at position 0, [n_layer, 2, n_kv·head_dim]. The token is
+  // BOS, which most prompts begin with (token 0 where the file names none). K's channels carry
+  // offsets every token shares that would otherwise set each block's scale, and BOS, the token
+  // attention leans on most, is then held almost exactly.
+  int32_t anchor_token_ = 0;
+  std::vector<float> kv_anchor_;
 };
 
 }  // namespace kvserve

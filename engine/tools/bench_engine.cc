@@ -42,7 +42,7 @@ Request make_request(int prompt_len, int gen, int vocab, std::mt19937& rng) {
 
 kvserve::Completion run_one(Engine& engine, const Request& r) {
   auto sink = std::make_shared<QueueSink>();
-  if (!engine.submit(r, sink).ok()) throw std::runtime_error("submit refused");
+  if (const auto s = engine.submit(r, sink); !s.ok()) throw std::runtime_error("submit refused: " + s.message);
   for (;;) {
     auto ev = sink->pop();
     if (ev && ev->completion) return *ev->completion;
@@ -187,6 +187,15 @@ int main(int argc, char** argv) {
   }
   const kvserve::ModelInfo& mi = engine->model_info();
   const int vocab = mi.n_vocab;
+  // Each run's request must fit the model's context; say which flag does not.
+  for (const auto& [flag, len] : {std::pair{"--prompt-len (+2)", prompt_len + 2},
+                                  std::pair{"--gen (+128 prompt tokens)", kDecodePrompt + gen},
+                                  std::pair{"--batch-prompt + --batch-gen", batch_prompt + batch_gen}})
+    if (len > mi.max_model_len) {
+      std::fprintf(stderr, "kvserve-bench-engine: %s asks for %d positions; the model holds %d\n", flag, len,
+                   mi.max_model_len);
+      return 2;
+    }
   // Bytes a decode step must stream (every matrix as held; one embedding row a token aside), and
   // the multiply-adds it does.
   const int64_t emb = int64_t{mi.n_vocab} * mi.n_embd;

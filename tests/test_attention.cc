@@ -31,23 +31,27 @@ class PagedAttention : public ::testing::TestWithParam<std::tuple<Shape, KernelL
 // their scales decode to, each within half a step of the input), so the tolerance stays tight.
 // window, soft_cap: PagedAttentionArgs's (0: none). With a window, the blocks of each sequence
 // wholly before every batch token's window are swapped for a block of NaN: reading them shows.
+// seq_len: the sequences' lengths; chunk: how many of each one's last tokens are in the batch.
 template <class KvT>
-void check_against_dense(const Shape& shape, const KernelTable& k, int window = 0, float soft_cap = 0.0f) {
+void check_against_dense(const Shape& shape, const KernelTable& k, int window = 0, float soft_cap = 0.0f,
+                         const std::vector<int>& seq_len = {37, 5, 64}, const std::vector<int>& chunk = {1, 5, 9}) {
   const auto [n_head, n_kv, hd, bs] = shape;
   constexpr bool q8 = std::is_same_v<KvT, int8_t>;
   const int groups = n_kv * hd / kKvQ8Group;
   if (q8 && n_kv * hd % kKvQ8Group != 0) return;  // q8_0 needs rows of whole blocks of 32
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  // Three sequences of different lengths; from each, a chunk of its last tokens is "in the batch".
-  const std::vector<int> seq_len = {37, 5, 64};
-  const std::vector<int> chunk = {1, 5, 9};  // a decode, a whole prompt, a prompt chunk
-  const int num_blocks = 128;
+  // By default three sequences of different lengths; from each, a chunk of its last tokens is "in
+  // the batch": a decode, a whole prompt, a prompt chunk.
+  const int longest = *std::max_element(seq_len.begin(), seq_len.end());
+  int needed = 1;  // the poison block
+  for (int L : seq_len) needed += (L + bs - 1) / bs;
+  const int num_blocks = std::max(128, needed);
   std::vector<int32_t> free_blocks(num_blocks);
   std::iota(free_blocks.begin(), free_blocks.end(), 0);
   std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
 
-  const int max_blocks = (64 + bs - 1) / bs;
+  const int max_blocks = (longest + bs - 1) / bs;
   std::vector<int32_t> tables(seq_len.size() * max_blocks, -1);
   const size_t cache_n = static_cast<size_t>(num_blocks) * n_kv * bs * hd;
   std::vector<KvT> kc(cache_n, static_cast<KvT>(q8 ? 0 : NAN)), vc(cache_n, static_cast<KvT>(q8 ? 0 : NAN));  // NaN: reading an unwritten slot shows
@@ -169,6 +173,14 @@ TEST_P(PagedAttention, Q8CacheMatchesDenseOnTheRoundedKV) {
   const Shape& s = std::get<0>(GetParam());
   if (s.n_kv * s.head_dim % kKvQ8Group != 0) GTEST_SKIP() << "q8_0 needs K/V rows of whole blocks of 32";
   check_against_dense<int8_t>(std::get<0>(GetParam()), kernel_table(std::get<1>(GetParam())));
+}
+
+// A q8_0 sequence longer than the decoded blocks a thread keeps (Q8Slices: 2^18 floats of K, 8,192
+// blocks of 4 positions x 8 dimensions): its later blocks are decoded per row into the spare entry.
+TEST_P(PagedAttention, Q8CacheLongerThanTheKeptBlocks) {
+  const Shape& s = std::get<0>(GetParam());
+  if (s.n_kv * s.head_dim != 32 || s.block_size != 4) GTEST_SKIP() << "run on the one 8-wide shape";
+  check_against_dense<int8_t>(s, kernel_table(std::get<1>(GetParam())), 0, 0.0f, {33000, 40}, {3, 40});
 }
 
 // A sliding window of 7 (not a whole number of blocks) and a soft cap that bends the scores.

@@ -324,13 +324,15 @@ class Q8Slices {
     k_n_.assign(cap_ + 1, 0);
     v_n_.assign(cap_ + 1, 0);
     table_ = nullptr;
+    used_ = 0;
   }
   // The work item's sequence (its block-table row) and KV head; another one forgets the blocks.
   void select(const int32_t* table, int kvh) {
     if (table == table_ && kvh == kvh_) return;
     table_ = table, kvh_ = kvh;
-    std::fill(k_n_.begin(), k_n_.end(), 0);
-    std::fill(v_n_.begin(), v_n_.end(), 0);
+    std::fill_n(k_n_.begin(), used_, 0);  // entries past used_ were never set since start()
+    std::fill_n(v_n_.begin(), used_, 0);
+    used_ = 0;
   }
   // Block i's first n positions as floats; fill(dst) decodes them where they are not kept yet.
   template <class Fill>
@@ -345,12 +347,12 @@ class Q8Slices {
     float* p = buf.data() + static_cast<size_t>(e) * slice_;
     if (e == cap_ || got[e] < n) {
       fill(p);
-      if (e < cap_) got[e] = n;
+      if (e < cap_) got[e] = n, used_ = std::max(used_, e + 1);
     }
     return p;
   }
   const int32_t* table_ = nullptr;
-  int kvh_ = -1, slice_ = 0, cap_ = 0;
+  int kvh_ = -1, slice_ = 0, cap_ = 0, used_ = 0;
   std::vector<float> k_, v_;
   std::vector<int> k_n_, v_n_;  // positions of each kept block decoded so far
 };

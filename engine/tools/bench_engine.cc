@@ -217,7 +217,13 @@ int main(int argc, char** argv) {
   // against its own samples (their sustained rate, a run being as long as many passes; the best
   // pass's share beside it) and the median of those shares is reported.
   constexpr int kDecodeRuns = 3;
-  kvserve::ReadBandwidthProbe probe(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+  // A decode step streams the weights and the K and V of the context it attends to: the decode
+  // run's mean, its prompt and half its tokens. The probe reads as many bytes a pass, so that
+  // it meets the same caches as a step.
+  const double kv_bytes = static_cast<double>(mi.kv_bytes_per_token) * (kDecodePrompt + gen / 2.0);
+  const double streamed = weight_bytes + kv_bytes;
+  kvserve::ReadBandwidthProbe probe(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()),
+                                    static_cast<size_t>(streamed));
   double decode_tps = 0;
   std::vector<double> run_tps, run_bw, run_best;
   kvserve::ReadBandwidth bw_before = probe.sample();
@@ -240,10 +246,6 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "measuring machine limits...\n");
   const double triad = kvserve::measure_bandwidth();
   const double peak = kvserve::measure_fma_peak();
-  // A decode step streams the weights and the K and V of the context it attends to: the decode
-  // run's mean, its prompt and half its tokens.
-  const double kv_bytes = static_cast<double>(mi.kv_bytes_per_token) * (kDecodePrompt + gen / 2.0);
-  const double streamed = weight_bytes + kv_bytes;
   std::vector<double> shares;
   for (int r = 0; r < kDecodeRuns; ++r) shares.push_back(run_tps[r] * streamed / run_bw[r]);
   std::vector<double> sorted = shares;

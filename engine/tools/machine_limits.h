@@ -14,23 +14,29 @@ class HugeBuffer;
 // the read for ownership of a included.
 double measure_bandwidth(int mib = 256, int reps = 5);
 // Passes of every thread summing its share of one buffer, mapped as the weights are
-// (weights/huge_buffer.h). A decode step only reads its weights, so this is its limit; here it
-// runs below the triad's count of bytes moved. On a shared machine the rate of a single pass
-// moves by a factor of two from one to the next, in bursts a few tens of milliseconds long,
-// so the best pass is a burst, above what any run of a second sustains.
+// (weights/huge_buffer.h), each line requested into L2 4 KiB ahead as the decode kernels request
+// theirs (without that, the hardware prefetchers alone kept a plain sum at 60-80% of what the
+// kernels stream here). A decode step only reads its weights and K/V, so this is its limit
+// when the buffer holds as many bytes as a step streams: both then meet the same caches (a CPU
+// whose last-level cache holds a small model serves part of every step from it, which a buffer
+// far larger than the caches never sees). On a shared machine the rate of a single pass moves
+// by a factor of two from one to the next, in bursts a few tens of milliseconds long, so the
+// best pass is a burst, above what any run of a second sustains.
 struct ReadBandwidth {
   double sustained = 0;  // bytes/s: all passes' bytes over their total time
   double best = 0;       // bytes/s: the fastest pass
 };
-ReadBandwidth measure_read_bandwidth(int mib = 512, int reps = 8);
+ReadBandwidth measure_read_bandwidth(size_t bytes = size_t{512} << 20);
 // The same read passes, repeatable between a benchmark's runs: its buffer made once, and its
 // threads plain std::threads made per sample, so that no second OpenMP team exists beside the
 // engine's (libgomp then throttles the spinning of every team's barriers).
 class ReadBandwidthProbe {
  public:
-  explicit ReadBandwidthProbe(int threads, int mib = 512);
+  // bytes: the buffer, rounded up to whole 2 MiB pages.
+  explicit ReadBandwidthProbe(int threads, size_t bytes = size_t{512} << 20);
   ~ReadBandwidthProbe();
-  ReadBandwidth sample(int reps = 6);
+  // Enough passes to read 3 GiB (at least two): a sample lasts about as long whatever the size.
+  ReadBandwidth sample();
 
  private:
   int threads_;

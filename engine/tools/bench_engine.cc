@@ -215,26 +215,32 @@ int main(int argc, char** argv) {
   // Single-sequence decode, each run between two samples of the read bandwidth: on a shared
   // machine the bandwidth a run sees moves by half from minute to minute, so each run is held
   // against its own samples (their sustained rate, a run being as long as many passes; the best
-  // pass's share beside it) and the median of those shares is reported.
+  // pass's share beside it) and the median of those shares is reported. Two probes: one reads
+  // as many bytes a pass as a step streams (the weights and the K and V of the decode run's
+  // mean context, its prompt and half its tokens), so that it meets the same caches as a step;
+  // the other 1 GiB, beyond any cache, what memory alone gives. They differ where the model
+  // fits in the last-level cache.
   constexpr int kDecodeRuns = 3;
-  // A decode step streams the weights and the K and V of the context it attends to: the decode
-  // run's mean, its prompt and half its tokens. The probe reads as many bytes a pass, so that
-  // it meets the same caches as a step.
   const double kv_bytes = static_cast<double>(mi.kv_bytes_per_token) * (kDecodePrompt + gen / 2.0);
   const double streamed = weight_bytes + kv_bytes;
-  kvserve::ReadBandwidthProbe probe(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()),
-                                    static_cast<size_t>(streamed));
+  const int probe_threads = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  kvserve::ReadBandwidthProbe probe(probe_threads, static_cast<size_t>(streamed));
+  kvserve::ReadBandwidthProbe probe_far(probe_threads, size_t{1} << 30);
   double decode_tps = 0;
-  std::vector<double> run_tps, run_bw, run_best;
-  kvserve::ReadBandwidth bw_before = probe.sample();
+  std::vector<double> run_tps, run_bw, run_best, run_far, run_steal;
+  kvserve::ReadBandwidth bw_before = probe.sample(), far_before = probe_far.sample();
   for (int r = 0; r < kDecodeRuns; ++r) {
+    const kvserve::CpuTimes cpu_before = kvserve::read_cpu_times();
     auto c = run_one(*engine, make_request(kDecodePrompt, gen, vocab, rng));
-    const kvserve::ReadBandwidth bw_after = probe.sample();
+    run_steal.push_back(kvserve::steal_share(cpu_before, kvserve::read_cpu_times()));
+    const kvserve::ReadBandwidth bw_after = probe.sample(), far_after = probe_far.sample();
     run_tps.push_back((c.completion_tokens - 1) / (c.total_time_s - c.time_to_first_token_s));
     run_bw.push_back((bw_before.sustained + bw_after.sustained) / 2);
     run_best.push_back(std::max(bw_before.best, bw_after.best));
+    run_far.push_back((far_before.sustained + far_after.sustained) / 2);
     decode_tps = std::max(decode_tps, run_tps.back());
     bw_before = bw_after;
+    far_before = far_after;
   }
   std::vector<std::pair<int, Aggregate>> agg;
   for (int b : batches) agg.emplace_back(b, aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng));
@@ -254,26 +260,29 @@ int main(int argc, char** argv) {
   // The bandwidth the reported share was measured against: that of the run whose share it is.
   const auto median_run = static_cast<size_t>(std::find(shares.begin(), shares.end(), decode_share) - shares.begin());
   const double bw = run_bw[median_run], best_share = run_tps[median_run] * streamed / run_best[median_run];
+  const double far_share = run_tps[median_run] * streamed / run_far[median_run];
   const double decode_limit = bw / streamed;
   const double compute_limit = peak / (2.0 * matmul_params);
   std::printf("model %s: %.1fM params (%s weights held as %s), %s KV cache, %d threads, %s kernels\n", model.c_str(),
               mi.n_params / 1e6, mi.weight_type.c_str(), mi.weights_held_as.c_str(), kv_dtype.c_str(), threads,
               mi.kernels.c_str());
-  std::printf("machine: memory read bandwidth %.1f GB/s sustained around the median decode run (best pass %.1f; "
-              "triad %.1f, write-allocate traffic counted), fp32 FMA peak %.1f GFLOP/s\n",
-              bw / 1e9, run_best[median_run] / 1e9, triad / 1e9, peak / 1e9);
+  std::printf("machine: memory read bandwidth %.1f GB/s sustained around the median decode run over a step's bytes "
+              "(best pass %.1f; %.1f over 1 GiB; triad %.1f, write-allocate traffic counted), fp32 FMA peak %.1f "
+              "GFLOP/s\n",
+              bw / 1e9, run_best[median_run] / 1e9, run_far[median_run] / 1e9, triad / 1e9, peak / 1e9);
   std::printf("limits: decode %.1f tok/s (read bandwidth / %.1f MB streamed a step: %.1f MB of weights, %.1f MB of K/V "
               "at the decode run's mean context of %.0f), compute %.1f tok/s (peak / 2 x params)\n",
               decode_limit, streamed / 1e6, weight_bytes / 1e6, kv_bytes / 1e6, kDecodePrompt + gen / 2.0, compute_limit);
   std::printf("prompt (%d tokens): %.1f tok/s = %.1f%% of compute limit\n", prompt_len, prompt_tps,
               100 * prompt_tps / compute_limit);
   std::printf("decode (1 sequence): %.1f tok/s at best; the median run %.1f%% of the read bandwidth sustained around "
-              "it (%.1f%% of the best pass; %.1f%% counting the weights alone; %.1f%% of triad); runs:",
-              decode_tps, 100 * decode_share, 100 * best_share, 100 * decode_share * weight_bytes / streamed,
-              100 * decode_share * bw / triad);
+              "it over a step's bytes (%.1f%% of the best pass; %.1f%% of 1 GiB's; %.1f%% counting the weights alone; "
+              "%.1f%% of triad); runs:",
+              decode_tps, 100 * decode_share, 100 * best_share, 100 * far_share,
+              100 * decode_share * weight_bytes / streamed, 100 * decode_share * bw / triad);
   for (int r = 0; r < kDecodeRuns; ++r)
-    std::printf(" %.1f tok/s at %.1f GB/s, best pass %.1f (%.0f%%)", run_tps[r], run_bw[r] / 1e9, run_best[r] / 1e9,
-                100 * shares[r]);
+    std::printf(" %.1f tok/s at %.1f GB/s, best pass %.1f, 1 GiB %.1f (%.0f%%; steal %.0f%%)", run_tps[r],
+                run_bw[r] / 1e9, run_best[r] / 1e9, run_far[r] / 1e9, 100 * shares[r], 100 * run_steal[r]);
   std::printf("\n");
   for (auto [b, a] : agg)
     std::printf("aggregate decode, %2d sequences: %.1f tok/s = %.1f%% of compute limit; whole run %.1f output tok/s, "
@@ -299,9 +308,11 @@ int main(int argc, char** argv) {
     j["decode_limit_tps"] = decode_limit;  // read bandwidth / (weights + K/V) a step
     j["decode1_share_read"] = decode_share;  // the median run against the sustained rate around it
     j["decode1_share_read_best"] = best_share;  // the same run against the best pass around it
+    j["decode1_share_read_far"] = far_share;    // the same run against 1 GiB read around it (memory alone)
     j["decode1_runs"] = nlohmann::json::array();
     for (int r = 0; r < kDecodeRuns; ++r)
-      j["decode1_runs"].push_back({{"tps", run_tps[r]}, {"read_gbs", run_bw[r] / 1e9}, {"best_pass_gbs", run_best[r] / 1e9}});
+      j["decode1_runs"].push_back({{"tps", run_tps[r]}, {"read_gbs", run_bw[r] / 1e9}, {"best_pass_gbs", run_best[r] / 1e9},
+                                     {"read_1gib_gbs", run_far[r] / 1e9}, {"steal", run_steal[r]}});
     j["compute_limit_tps"] = compute_limit;
     j["prompt_len"] = prompt_len;
     j["prompt_tps"] = prompt_tps;

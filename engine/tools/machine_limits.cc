@@ -11,6 +11,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -102,6 +105,26 @@ ReadBandwidth ReadBandwidthProbe::sample() {
   (void)keep;
   const auto bytes = static_cast<double>(bytes_);
   return {bytes * reps / total, bytes / best};
+}
+
+CpuTimes read_cpu_times() {
+  std::ifstream f("/proc/stat");
+  std::string line, name;
+  CpuTimes t;
+  if (!std::getline(f, line)) return t;
+  std::istringstream in(line);
+  in >> name;  // "cpu": the sum over CPUs
+  unsigned long long v = 0;
+  for (int field = 0; field < 8 && in >> v; ++field) {  // user nice system idle iowait irq softirq steal
+    t.total += v;
+    if (field == 7) t.steal = v;
+  }
+  return t;
+}
+
+double steal_share(const CpuTimes& before, const CpuTimes& after) {
+  const unsigned long long total = after.total - before.total;
+  return total > 0 ? static_cast<double>(after.steal - before.steal) / static_cast<double>(total) : 0.0;
 }
 
 namespace {

@@ -43,6 +43,16 @@ class ReadBandwidthProbe {
   size_t bytes_;
   std::unique_ptr<HugeBuffer> buffer_;
 };
+// The machine's CPU time so far, from /proc/stat (all zero where it cannot be read). On a
+// virtual machine, steal is time a vCPU was ready to run while the host ran something else:
+// a run with much of it was slowed by a neighbour, not by the code.
+struct CpuTimes {
+  unsigned long long total = 0;  // every state's ticks
+  unsigned long long steal = 0;
+};
+CpuTimes read_cpu_times();
+// Share of the CPU time between two readings that was stolen (0 when none passed).
+double steal_share(const CpuTimes& before, const CpuTimes& after);
 // fp32 floating-point operations per second at full FMA throughput on all threads.
 double measure_fma_peak();
 

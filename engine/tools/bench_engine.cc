@@ -71,6 +71,23 @@ class CountingSink : public kvserve::ResultSink {
   bool seen_first_ = false;
 };
 
+// A read probe sampled between runs: next() gives the rate around the run that just ended,
+// the sustained rate of the samples before and after it averaged and the better best pass.
+class ReadRateAround {
+ public:
+  ReadRateAround(int threads, size_t bytes) : probe_(threads, bytes), last_(probe_.sample()) {}
+  kvserve::ReadBandwidth next() {
+    const kvserve::ReadBandwidth now = probe_.sample();
+    const kvserve::ReadBandwidth around{(last_.sustained + now.sustained) / 2, std::max(last_.best, now.best)};
+    last_ = now;
+    return around;
+  }
+
+ private:
+  kvserve::ReadBandwidthProbe probe_;
+  kvserve::ReadBandwidth last_;
+};
+
 struct Aggregate {
   double decode_tps = 0;  // from the moment every sequence has its first token to the last finish
   double whole_tps = 0;   // output tokens over the whole run, the prompts' prefill included
@@ -224,23 +241,19 @@ int main(int argc, char** argv) {
   const double kv_bytes = static_cast<double>(mi.kv_bytes_per_token) * (kDecodePrompt + gen / 2.0);
   const double streamed = weight_bytes + kv_bytes;
   const int probe_threads = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-  kvserve::ReadBandwidthProbe probe(probe_threads, static_cast<size_t>(streamed));
-  kvserve::ReadBandwidthProbe probe_far(probe_threads, size_t{1} << 30);
+  ReadRateAround step_read(probe_threads, static_cast<size_t>(streamed)), far_read(probe_threads, size_t{1} << 30);
   double decode_tps = 0;
   std::vector<double> run_tps, run_bw, run_best, run_far, run_steal;
-  kvserve::ReadBandwidth bw_before = probe.sample(), far_before = probe_far.sample();
   for (int r = 0; r < kDecodeRuns; ++r) {
     const kvserve::CpuTimes cpu_before = kvserve::read_cpu_times();
     auto c = run_one(*engine, make_request(kDecodePrompt, gen, vocab, rng));
     run_steal.push_back(kvserve::steal_share(cpu_before, kvserve::read_cpu_times()));
-    const kvserve::ReadBandwidth bw_after = probe.sample(), far_after = probe_far.sample();
+    const kvserve::ReadBandwidth step = step_read.next(), far = far_read.next();
     run_tps.push_back((c.completion_tokens - 1) / (c.total_time_s - c.time_to_first_token_s));
-    run_bw.push_back((bw_before.sustained + bw_after.sustained) / 2);
-    run_best.push_back(std::max(bw_before.best, bw_after.best));
-    run_far.push_back((far_before.sustained + far_after.sustained) / 2);
+    run_bw.push_back(step.sustained);
+    run_best.push_back(step.best);
+    run_far.push_back(far.sustained);
     decode_tps = std::max(decode_tps, run_tps.back());
-    bw_before = bw_after;
-    far_before = far_after;
   }
   std::vector<std::pair<int, Aggregate>> agg;
   for (int b : batches) agg.emplace_back(b, aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng));

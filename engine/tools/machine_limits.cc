@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
-#include <memory>
 #include <thread>
 #include <vector>
 
@@ -74,7 +74,7 @@ ReadBandwidth measure_read_bandwidth(size_t bytes) { return ReadBandwidthProbe(o
 
 ReadBandwidthProbe::ReadBandwidthProbe(int threads, size_t bytes)
     : threads_(std::max(threads, 1)),
-      bytes_((std::max<size_t>(bytes, 1) + (size_t{2} << 20) - 1) / (size_t{2} << 20) * (size_t{2} << 20)),
+      bytes_((std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096),
       buffer_(std::make_unique<HugeBuffer>(bytes_, false)) {
   auto* p = static_cast<uint8_t*>(buffer_->data());
   for (size_t i = 0; i < bytes_; i += 4096) std::memset(p + i, static_cast<int>(i >> 12), 4096);

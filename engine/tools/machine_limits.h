@@ -32,7 +32,8 @@ ReadBandwidth measure_read_bandwidth(size_t bytes = size_t{512} << 20);
 // engine's (libgomp then throttles the spinning of every team's barriers).
 class ReadBandwidthProbe {
  public:
-  // bytes: the buffer, rounded up to whole 2 MiB pages.
+  // bytes: the buffer, rounded up to whole 4 KiB pages (the fill's step; the mapping is in
+  // 2 MiB pages).
   explicit ReadBandwidthProbe(int threads, size_t bytes = size_t{512} << 20);
   ~ReadBandwidthProbe();
   // Enough passes to read 3 GiB (at least two): a sample lasts about as long whatever the size.

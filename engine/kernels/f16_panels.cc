@@ -26,7 +26,7 @@ namespace {
 using panel::kPanel;
 using panel::kPanelAhead;
 using panel::prefetch_l2;
-using panel::request_slice;
+using panel::LineRequests;
 
 // R activation rows (x: [R, ldx]) times P panels (w: P panels panel_bytes apart, n_in columns
 // each): out[p * R + r] lane i = output of row i of panel p. Even and odd columns in two
@@ -39,9 +39,10 @@ void tile(const uint8_t* w, int64_t panel_bytes, const float* x, int64_t ldx, in
   for (int c = 0; c < 2; ++c)
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) acc[c][p][r] = _mm512_setzero_ps();
+  LineRequests requests(next, next_bytes, (n_in + 3) / 4);
   int64_t k = 0;
   for (; k + 2 <= n_in; k += 2) {
-    if (next && k % 4 == 0) request_slice(next, next_bytes, k / 4, (n_in + 3) / 4);
+    if (next && k % 4 == 0) requests.next();
     for (int p = 0; p < P; ++p) {
       const uint8_t* at = w + p * panel_bytes + 32 * k;
       if (ahead) prefetch_l2(at + kPanelAhead);

@@ -147,6 +147,7 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
   __m512 acc[P][R];
   for (int p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
+  LineRequests requests(next, next_bytes, 32 * blocks);
   for (int64_t k = 0; k < blocks; ++k) {
     for (int p = 0; p < P; ++p) src[p].begin(k);
     __m512i isum[P][R], side[P][R];
@@ -160,7 +161,7 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
         for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
       for (int t = 0; t < kSteps; t += 2) {
         const int step = s * kSteps + t;
-        if (next) request_slice(next, next_bytes, 32 * k + step / 2, 32 * blocks);  // the next group's bytes
+        if (next) requests.next();  // the next group's bytes
         dot_pair<R, P>(x, 256 * k + 4 * step, [&](int p, __m512i& w0, __m512i& w1) { src[p].steps(k, step, w0, w1); },
                        dot, dot1);
       }

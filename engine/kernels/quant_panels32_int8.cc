@@ -146,12 +146,13 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
   __m512 acc[P][R];
   for (int p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
+  LineRequests requests(next, next_bytes, n_in / 8);
   for (int64_t b = 0; b < n_in / 32; ++b) {
     __m512i dot[P][R], dot1[P][R];  // two chains (dot_pair)
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
     for (int u = 0; u < 4; ++u) {
-      if (next) request_slice(next, next_bytes, 4 * b + u, n_in / 8);
+      if (next) requests.next();
       dot_pair<R, P>(
           x, 32 * b + 8 * u, [&](int p, __m512i& w0, __m512i& w1) { step_pair<T>(ps[p], lay, b, u, ahead, w0, w1); },
           dot, dot1);

@@ -159,6 +159,7 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
       __m512i dot[P][R], dot1[P][R];
       for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
       for (int t = 0; t < kSteps; t += 2) {
         const int step = s * kSteps + t;
         if (next) requests.next();  // the next group's bytes
@@ -412,16 +413,16 @@ struct PackedSource {
     if constexpr (L::kTwoBit) {
       // Steps 4u + j, j = 0, 1 or 2, 3: bit pairs 2j, 2j + 1 of each byte; Q3_K adds 4 where
       // the third bit is set.
-      const uint8_t* at = levels_ + 64 * (step / 4);
-      if (ahead && step % 4 == 0) prefetch_l2(at + L::ahead(L::kLevels));
+      const uint8_t* at = levels_ + 64 * (step >> 2);
+      if (ahead && (step & 3) == 0) prefetch_l2(at + L::ahead(L::kLevels));
       const __m512i v = load64(at), three = _mm512_set1_epi8(3);
-      const int j = step % 4;
+      const int j = step & 3;
       w0 = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), three);
       w1 = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j + 2), three);
       if constexpr (kKind == Kind::kQ3K) add_top_bit(step, 4, w0, w1);
       return;
     }
-    const uint8_t* at = levels_ + 64 * (step / 2);
+    const uint8_t* at = levels_ + 64 * (step >> 1);
     if (ahead) prefetch_l2(at + L::ahead(L::kLevels));
     const __m512i v = load64(at);
     if constexpr (kKind == Kind::kQ4K) {
@@ -432,10 +433,10 @@ struct PackedSource {
     if constexpr (kKind == Kind::kQ6K) {
       // Steps 4s + j, j = 0, 1 or 2, 3: h's bits 2j, 2j + 1 to bits 4-5 by one GF(2) affine
       // map a byte each (gf_bits), merged with the nibbles.
-      const uint8_t* hp = high_ + 64 * (step / 4);
-      if (ahead && step % 4 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
+      const uint8_t* hp = high_ + 64 * (step >> 2);
+      if (ahead && (step & 3) == 0) prefetch_l2(hp + L::ahead(L::kHigh));
       const __m512i h = load64(hp);
-      const int j = step % 4;
+      const int j = step & 3;
       w0 = _mm512_ternarylogic_epi32(v, gf_bits(h, field_to_45(j)), nib, 0xEC);  // (v & nib) | field
       w1 = _mm512_or_si512(gf_bits(v, high_nibble()), gf_bits(h, field_to_45(j + 1)));
       return;
@@ -450,7 +451,7 @@ struct PackedSource {
     using L = KLayout<kKind>;
     uint64_t m0, m1;
     const uint8_t* hp = high_ + 8 * step;
-    if (ahead && step % 8 == 0) prefetch_l2(hp + L::ahead(L::kHigh));
+    if (ahead && (step & 7) == 0) prefetch_l2(hp + L::ahead(L::kHigh));
     std::memcpy(&m0, hp, 8);
     std::memcpy(&m1, hp + 8, 8);
     w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(bit));

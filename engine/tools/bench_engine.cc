@@ -11,11 +11,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -91,6 +92,7 @@ class ReadRateAround {
 struct Aggregate {
   double decode_tps = 0;  // from the moment every sequence has its first token to the last finish
   double whole_tps = 0;   // output tokens over the whole run, the prompts' prefill included
+  double steal = 1;       // the hypervisor's steal time, a share of the run's CPU time
 };
 
 // B sequences submitted at once, each with its own prompt.
@@ -150,6 +152,11 @@ int main(int argc, char** argv) {
   app.add_option("--models-dir", models_dir, "where synthetic models are written and reused")->capture_default_str();
   app.add_option("--prompt-len", prompt_len, "prompt of the prompt-speed run")->capture_default_str();
   app.add_option("--gen", gen, "tokens of the single-sequence decode run")->capture_default_str();
+  double calm_steal = 0.05;
+  app.add_option("--calm-steal", calm_steal,
+                 "a run in which the hypervisor stole more than this share of CPU time is run again (decode: up to "
+                 "8 runs for 3 calm ones; aggregate: up to 3 tries, the calmest kept)")
+      ->capture_default_str();
   app.add_option("--batches", batches, "batch sizes of the aggregate decode runs")->delimiter(',');
   app.add_option("--batch-prompt", batch_prompt, "prompt tokens per sequence in batch runs")->capture_default_str();
   app.add_option("--batch-gen", batch_gen, "generated tokens per sequence in batch runs")->capture_default_str();
@@ -237,14 +244,16 @@ int main(int argc, char** argv) {
   // mean context, its prompt and half its tokens), so that it meets the same caches as a step;
   // the other 1 GiB, beyond any cache, what memory alone gives. They differ where the model
   // fits in the last-level cache.
-  constexpr int kDecodeRuns = 3;
+  // A run with steal above --calm-steal was slowed by a neighbour: more runs are made, up to
+  // kMaxDecodeRuns, until kDecodeRuns are calm; the median is over the kDecodeRuns calmest.
+  constexpr int kDecodeRuns = 3, kMaxDecodeRuns = 8;
   const double kv_bytes = static_cast<double>(mi.kv_bytes_per_token) * (kDecodePrompt + gen / 2.0);
   const double streamed = weight_bytes + kv_bytes;
   const int probe_threads = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
   ReadRateAround step_read(probe_threads, static_cast<size_t>(streamed)), far_read(probe_threads, size_t{1} << 30);
   double decode_tps = 0;
   std::vector<double> run_tps, run_bw, run_best, run_far, run_steal;
-  for (int r = 0; r < kDecodeRuns; ++r) {
+  for (int r = 0, calm = 0; r < kMaxDecodeRuns && calm < kDecodeRuns; ++r) {
     const kvserve::CpuTimes cpu_before = kvserve::read_cpu_times();
     auto c = run_one(*engine, make_request(kDecodePrompt, gen, vocab, rng));
     run_steal.push_back(kvserve::steal_share(cpu_before, kvserve::read_cpu_times()));
@@ -254,9 +263,24 @@ int main(int argc, char** argv) {
     run_best.push_back(step.best);
     run_far.push_back(far.sustained);
     decode_tps = std::max(decode_tps, run_tps.back());
+    calm += run_steal.back() <= calm_steal;
   }
+  const int runs = static_cast<int>(run_tps.size());
+  std::vector<int> by_steal(static_cast<size_t>(runs));
+  std::iota(by_steal.begin(), by_steal.end(), 0);
+  std::stable_sort(by_steal.begin(), by_steal.end(), [&](int a, int b) { return run_steal[a] < run_steal[b]; });
+  by_steal.resize(kDecodeRuns);  // the runs counted
   std::vector<std::pair<int, Aggregate>> agg;
-  for (int b : batches) agg.emplace_back(b, aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng));
+  for (int b : batches) {
+    Aggregate best;
+    for (int attempt = 0; attempt < 3 && best.steal > calm_steal; ++attempt) {
+      const kvserve::CpuTimes cpu_before = kvserve::read_cpu_times();
+      Aggregate a = aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng);
+      a.steal = kvserve::steal_share(cpu_before, kvserve::read_cpu_times());
+      if (a.steal < best.steal) best = a;
+    }
+    agg.emplace_back(b, best);
+  }
   const double closed_tps =
       closed_n > 0 ? closed_loop(*engine, closed_n, closed_c, batch_prompt, batch_gen, vocab, rng) : 0.0;
 
@@ -265,13 +289,14 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "measuring machine limits...\n");
   const double triad = kvserve::measure_bandwidth();
   const double peak = kvserve::measure_fma_peak();
-  std::vector<double> shares;
-  for (int r = 0; r < kDecodeRuns; ++r) shares.push_back(run_tps[r] * streamed / run_bw[r]);
-  std::vector<double> sorted = shares;
+  std::vector<double> shares, sorted;
+  for (int r = 0; r < runs; ++r) shares.push_back(run_tps[r] * streamed / run_bw[r]);
+  for (int r : by_steal) sorted.push_back(shares[r]);
   std::sort(sorted.begin(), sorted.end());
   const double decode_share = sorted[kDecodeRuns / 2];
   // The bandwidth the reported share was measured against: that of the run whose share it is.
-  const auto median_run = static_cast<size_t>(std::find(shares.begin(), shares.end(), decode_share) - shares.begin());
+  const auto median_run = static_cast<size_t>(*std::find_if(by_steal.begin(), by_steal.end(), [&](int r) { return shares[r] == decode_share; }));
+  const auto counted = [&](int r) { return std::find(by_steal.begin(), by_steal.end(), r) != by_steal.end(); };
   const double bw = run_bw[median_run], best_share = run_tps[median_run] * streamed / run_best[median_run];
   const double far_share = run_tps[median_run] * streamed / run_far[median_run];
   const double decode_limit = bw / streamed;
@@ -293,14 +318,15 @@ int main(int argc, char** argv) {
               "%.1f%% of triad); runs:",
               decode_tps, 100 * decode_share, 100 * best_share, 100 * far_share,
               100 * decode_share * weight_bytes / streamed, 100 * decode_share * bw / triad);
-  for (int r = 0; r < kDecodeRuns; ++r)
-    std::printf(" %.1f tok/s at %.1f GB/s, best pass %.1f, 1 GiB %.1f (%.0f%%; steal %.0f%%)", run_tps[r],
-                run_bw[r] / 1e9, run_best[r] / 1e9, run_far[r] / 1e9, 100 * shares[r], 100 * run_steal[r]);
+  for (int r = 0; r < runs; ++r)
+    std::printf(" %.1f tok/s at %.1f GB/s, best pass %.1f, 1 GiB %.1f (%.0f%%; steal %.0f%%%s)", run_tps[r],
+                run_bw[r] / 1e9, run_best[r] / 1e9, run_far[r] / 1e9, 100 * shares[r], 100 * run_steal[r],
+                counted(r) ? "" : ", not counted");
   std::printf("\n");
   for (auto [b, a] : agg)
     std::printf("aggregate decode, %2d sequences: %.1f tok/s = %.1f%% of compute limit; whole run %.1f output tok/s, "
-                "prefill included\n",
-                b, a.decode_tps, 100 * a.decode_tps / compute_limit, a.whole_tps);
+                "prefill included; steal %.0f%%\n",
+                b, a.decode_tps, 100 * a.decode_tps / compute_limit, a.whole_tps, 100 * a.steal);
   if (closed_n > 0)
     std::printf("closed loop (%d requests, %d at a time, %d in / %d out): %.1f output tok/s, prompts included\n",
                 closed_n, closed_c, batch_prompt, batch_gen, closed_tps);
@@ -323,9 +349,9 @@ int main(int argc, char** argv) {
     j["decode1_share_read_best"] = best_share;  // the same run against the best pass around it
     j["decode1_share_read_far"] = far_share;    // the same run against 1 GiB read around it (memory alone)
     j["decode1_runs"] = nlohmann::json::array();
-    for (int r = 0; r < kDecodeRuns; ++r)
+    for (int r = 0; r < runs; ++r)
       j["decode1_runs"].push_back({{"tps", run_tps[r]}, {"read_gbs", run_bw[r] / 1e9}, {"best_pass_gbs", run_best[r] / 1e9},
-                                     {"read_1gib_gbs", run_far[r] / 1e9}, {"steal", run_steal[r]}});
+                                     {"read_1gib_gbs", run_far[r] / 1e9}, {"steal", run_steal[r]}, {"counted", counted(r)}});
     j["compute_limit_tps"] = compute_limit;
     j["prompt_len"] = prompt_len;
     j["prompt_tps"] = prompt_tps;
@@ -333,6 +359,7 @@ int main(int argc, char** argv) {
     for (auto [b, a] : agg) {
       j["aggregate_decode_tps"][std::to_string(b)] = a.decode_tps;
       j["aggregate_whole_run_tps"][std::to_string(b)] = a.whole_tps;
+      j["aggregate_steal"][std::to_string(b)] = a.steal;
     }
     if (closed_n > 0) j["closed_loop"] = {{"requests", closed_n}, {"concurrency", closed_c}, {"output_tps", closed_tps}};
     std::ofstream(json_out) << j.dump(2) << "\n";

@@ -248,8 +248,9 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 //           vectors, bits 2j, 2j + 1 of each byte of vector u that byte's level (Q3_K: its low
 //           two bits) in step 4u + j;
 //   high    Q5_K (Q3_K): 64 words of 64 bits, bit 4i + j of word t the fifth (third) bit of
-//           level j of row i in step t; Q6_K: per sub-block one vector whose bits 2j, 2j + 1 of
-//           each byte are bits 4-5 of that byte's level in the sub-block's step j;
+//           level j of row i in step t; Q6_K: per sub-block one vector whose bits
+//           kQ6Field[j], kQ6Field[j] + 1 of each byte are bits 4-5 of that byte's level in the
+//           sub-block's step j;
 //   words   Q4_K/Q5_K the 12 scale bytes as three words (lane i = row i) and the (d, dmin)
 //           word; Q6_K the 16 scale bytes as four words; Q3_K its 12 as three; Q2_K its 16 as
 //           four and the (d, dmin) word;
@@ -260,6 +261,11 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 // put the d plane (Q6_K's and Q3_K's, 32 bytes a super-block) first, so that every vector stays
 // aligned. (Each super-block's parts side by side, one stream a panel, measured 10-15% slower
 // per matrix at one row, 2048 and 5632 wide, for Q4_K and Q6_K.)
+// Where packed Q6_K puts step j's two high bits in its sub-block's byte: each step's field
+// sits in the other nibble from its low bits (steps 2u in the levels' low nibbles, 2u + 1 in
+// the high), so that one select of nibbles brings a step's six bits into one byte.
+constexpr int kQ6Field[4] = {4, 0, 6, 2};
+
 template <Kind kKind>
 struct KLayout {
   static constexpr bool kTwoBit = kKind == Kind::kQ3K || kKind == Kind::kQ2K;
@@ -333,7 +339,7 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
       for (int s = 0; s < 16; ++s) {
         __m512i h = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j)
-          h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(st[4 * s + j].v, 4), two), 2 * j));
+          h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(st[4 * s + j].v, 4), two), kQ6Field[j]));
         _mm512_storeu_si512(w + lay.high(k) + 64 * s, h);
       }
     for (int q = 0; q < kW; ++q) _mm512_storeu_si512(w + lay.words(k) + 64 * q, words[kW * k + q].v);
@@ -348,11 +354,15 @@ inline __m512i gf_bits(__m512i x, __m512i m) {
   asm("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(m));
   return r;
 }
-// The maps from bits 2j, 2j + 1 of a byte to bits 4, 5 (the rest zero), and bits 4-7 to 0-3.
-inline __m512i field_to_45(int j) {
-  return _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << (2 * j + 24)) | (uint64_t{2} << (2 * j + 16))));
+// The map taking a byte's bits `low` + 0..3 to bits 0-3 and its bits field, field + 1 to 4-5
+// (bits 6-7 zero), for gf_bits.
+constexpr uint64_t six_bits_map(int low, int field) {
+  uint64_t m = 0;
+  for (int i = 0; i < 6; ++i) m |= (uint64_t{1} << (i < 4 ? low + i : field + i - 4)) << (8 * (7 - i));
+  return m;
 }
-inline __m512i high_nibble() { return _mm512_set1_epi64(static_cast<int64_t>(0x1020408000000000ull)); }
+// Bytes of a where c's bits are set, of b elsewhere.
+inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
 
 // A packed panel, for tile(): its scales unpacked per super-block, its levels as they are read.
 template <Kind kKind>
@@ -431,14 +441,19 @@ struct PackedSource {
       return;
     }
     if constexpr (kKind == Kind::kQ6K) {
-      // Steps 4s + j, j = 0, 1 or 2, 3: h's bits 2j, 2j + 1 to bits 4-5 by one GF(2) affine
-      // map a byte each (gf_bits), merged with the nibbles.
+      // Steps 4s + j, j = 0, 1 or 2, 3: each step's low nibble and its field (kQ6Field) in the
+      // other nibble selected into one byte, then moved into place: step 0 is already there
+      // but for bits 6-7, the others take one GF(2) affine map (gf_bits).
       const uint8_t* hp = high_ + 64 * (step >> 2);
       if (ahead && (step & 3) == 0) prefetch_l2(hp + L::ahead(L::kHigh));
       const __m512i h = load64(hp);
       const int j = step & 3;
-      w0 = _mm512_ternarylogic_epi32(v, gf_bits(h, field_to_45(j)), nib, 0xEC);  // (v & nib) | field
-      w1 = _mm512_or_si512(gf_bits(v, high_nibble()), gf_bits(h, field_to_45(j + 1)));
+      const __m512i low = select_bits(nib, v, h), high = select_bits(nib, h, v);  // v's low nibble, v's high
+      if (j == 0)
+        w0 = _mm512_and_si512(low, _mm512_set1_epi8(0x3F));
+      else
+        w0 = gf_bits(low, _mm512_set1_epi64(static_cast<int64_t>(six_bits_map(0, kQ6Field[j]))));
+      w1 = gf_bits(high, _mm512_set1_epi64(static_cast<int64_t>(six_bits_map(4, kQ6Field[j + 1]))));
       return;
     }
     w0 = _mm512_and_si512(v, nib);

@@ -159,6 +159,7 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
       __m512i dot[P][R], dot1[P][R];
       for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
+      // Unrolled, so that a step's place in its group (Source::steps: step & 3) is a constant.
 #pragma GCC unroll 8
       for (int t = 0; t < kSteps; t += 2) {
         const int step = s * kSteps + t;
@@ -240,6 +241,11 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
   }
 }
 
+// Where packed Q6_K puts step j's two high bits in its sub-block's byte: each step's field
+// sits in the other nibble from its low bits (steps 2u in the levels' low nibbles, 2u + 1 in
+// the high), so that one select of nibbles brings a step's six bits into one byte.
+constexpr int kQ6Field[4] = {4, 0, 6, 2};
+
 // The K types held as packed panels (pack_kpanels): each 16 rows' bytes rewritten once at load,
 // in place and to the same size, in the order tile() reads them. Per super-block of a panel of
 // 16 rows:
@@ -261,11 +267,6 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
 // put the d plane (Q6_K's and Q3_K's, 32 bytes a super-block) first, so that every vector stays
 // aligned. (Each super-block's parts side by side, one stream a panel, measured 10-15% slower
 // per matrix at one row, 2048 and 5632 wide, for Q4_K and Q6_K.)
-// Where packed Q6_K puts step j's two high bits in its sub-block's byte: each step's field
-// sits in the other nibble from its low bits (steps 2u in the levels' low nibbles, 2u + 1 in
-// the high), so that one select of nibbles brings a step's six bits into one byte.
-constexpr int kQ6Field[4] = {4, 0, 6, 2};
-
 template <Kind kKind>
 struct KLayout {
   static constexpr bool kTwoBit = kKind == Kind::kQ3K || kKind == Kind::kQ2K;

@@ -266,10 +266,10 @@ int main(int argc, char** argv) {
     calm += run_steal.back() <= calm_steal;
   }
   const int runs = static_cast<int>(run_tps.size());
-  std::vector<int> by_steal(static_cast<size_t>(runs));
-  std::iota(by_steal.begin(), by_steal.end(), 0);
-  std::stable_sort(by_steal.begin(), by_steal.end(), [&](int a, int b) { return run_steal[a] < run_steal[b]; });
-  by_steal.resize(kDecodeRuns);  // the runs counted
+  std::vector<int> counted_runs(static_cast<size_t>(runs));
+  std::iota(counted_runs.begin(), counted_runs.end(), 0);
+  std::stable_sort(counted_runs.begin(), counted_runs.end(), [&](int a, int b) { return run_steal[a] < run_steal[b]; });
+  counted_runs.resize(kDecodeRuns);  // the calmest
   std::vector<std::pair<int, Aggregate>> agg;
   for (int b : batches) {
     Aggregate best;
@@ -291,12 +291,15 @@ int main(int argc, char** argv) {
   const double peak = kvserve::measure_fma_peak();
   std::vector<double> shares, sorted;
   for (int r = 0; r < runs; ++r) shares.push_back(run_tps[r] * streamed / run_bw[r]);
-  for (int r : by_steal) sorted.push_back(shares[r]);
+  for (int r : counted_runs) sorted.push_back(shares[r]);
   std::sort(sorted.begin(), sorted.end());
   const double decode_share = sorted[kDecodeRuns / 2];
   // The bandwidth the reported share was measured against: that of the run whose share it is.
-  const auto median_run = static_cast<size_t>(*std::find_if(by_steal.begin(), by_steal.end(), [&](int r) { return shares[r] == decode_share; }));
-  const auto counted = [&](int r) { return std::find(by_steal.begin(), by_steal.end(), r) != by_steal.end(); };
+  const auto median_run = static_cast<size_t>(
+      *std::find_if(counted_runs.begin(), counted_runs.end(), [&](int r) { return shares[r] == decode_share; }));
+  const auto counted = [&](int r) {
+    return std::find(counted_runs.begin(), counted_runs.end(), r) != counted_runs.end();
+  };
   const double bw = run_bw[median_run], best_share = run_tps[median_run] * streamed / run_best[median_run];
   const double far_share = run_tps[median_run] * streamed / run_far[median_run];
   const double decode_limit = bw / streamed;

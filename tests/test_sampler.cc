@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/kernel_table.h"
 #include "sampling/sampler.h"
 
 namespace kvserve {
@@ -132,6 +135,101 @@ TEST(Sampler, LogprobsAreLogSoftmax) {
   ASSERT_EQ(lp.top.size(), 2u);
   EXPECT_EQ(lp.top[0].first, 2);
   EXPECT_NEAR(lp.top[1].second, 2.0 - lse, 1e-6);
+}
+
+
+// Vocabulary-sized rows: the filters find their cut without sorting the row (RankCut's
+// buckets, many of them, and the one where the cut falls sorted), so the kept set and the
+// probabilities are held against the sorting reference on rows with many ties (logits rounded
+// to 1/64), a long flat middle and a few -inf, on every kernel level's exp and on std::exp.
+struct LargeCase {
+  int vocab;
+  float spread;  // standard deviation of the logits
+  Params p;
+};
+
+class SamplerLargeVocab : public ::testing::TestWithParam<std::tuple<LargeCase, int>> {};
+
+std::vector<float> large_row(int vocab, float spread, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, spread);
+  std::vector<float> l(vocab);
+  for (float& x : l) x = std::round(n(rng) * 64.0f) / 64.0f;
+  for (int i = 0; i < vocab; i += 997) l[i] = -INFINITY;
+  return l;
+}
+
+TEST_P(SamplerLargeVocab, KeptSetAndProbabilitiesMatchTheSortingReference) {
+  const auto [c, level] = GetParam();
+  const std::vector<float> logits = large_row(c.vocab, c.spread, static_cast<uint32_t>(c.vocab));
+  const std::vector<double> want = reference(logits, c.p.t, c.p.k, c.p.top_p, c.p.min_p);
+  SamplingParams sp;
+  sp.temperature = c.p.t;
+  sp.top_k = c.p.k;
+  sp.top_p = c.p.top_p;
+  sp.min_p = c.p.min_p;
+  const auto levels = supported_levels();
+  Sampler s(sp, 1, level < 0 ? nullptr : kernel_table(levels[level]).exp_array);
+  std::vector<float> copy = logits;
+  const std::vector<float> got = s.distribution(copy.data(), c.vocab, {}, {});
+  int kept = 0;
+  for (int i = 0; i < c.vocab; ++i) {
+    ASSERT_EQ(got[i] > 0, want[i] > 0) << "token " << i << " (logit " << logits[i] << ") kept by one only";
+    kept += want[i] > 0;
+    // Float weights (exp within two ulps of a float score): a relative error near 1e-6.
+    EXPECT_NEAR(got[i], want[i], 4e-6 * want[i] + 1e-12) << "token " << i;
+  }
+  if (c.p.k > 0 && c.p.top_p == 1.0f && c.p.min_p == 0.0f) {
+    EXPECT_EQ(kept, std::min(c.p.k, c.vocab)) << "ties at the cut are split by id";
+  }
+}
+
+std::vector<std::tuple<LargeCase, int>> large_cases() {
+  const std::vector<LargeCase> cases = {
+      {32000, 3.0f, {1.0f, 0, 0.9f, 0.0f}},     {32000, 3.0f, {1.0f, 40, 1.0f, 0.0f}},
+      {32000, 3.0f, {0.8f, 40, 0.95f, 0.05f}},  {32000, 0.3f, {1.0f, 0, 0.5f, 0.0f}},
+      {32000, 0.3f, {1.0f, 20000, 1.0f, 0.0f}}, {32000, 0.05f, {1.0f, 7, 1.0f, 0.0f}},
+      {152064, 2.0f, {0.7f, 0, 0.95f, 0.0f}},   {152064, 2.0f, {1.0f, 1, 1.0f, 0.0f}},
+      {262144, 1.0f, {1.0f, 0, 0.8f, 0.01f}},   {1000, 5.0f, {1.5f, 100, 0.99f, 0.0f}}};
+  std::vector<std::tuple<LargeCase, int>> out;
+  for (const LargeCase& c : cases) {
+    out.emplace_back(c, -1);  // std::exp
+    for (int l = 0; l < static_cast<int>(supported_levels().size()); ++l) out.emplace_back(c, l);
+  }
+  return out;
+}
+
+std::string large_case_name(const ::testing::TestParamInfo<std::tuple<LargeCase, int>>& info) {
+  const int level = std::get<1>(info.param);
+  return "v" + std::to_string(std::get<0>(info.param).vocab) + "_case" + std::to_string(info.index) + "_" +
+         (level < 0 ? std::string("std_exp") : std::string(level_name(supported_levels()[level])));
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, SamplerLargeVocab, ::testing::ValuesIn(large_cases()), large_case_name);
+
+// Draws over more tokens than the walk skips at once (runs of 64): token frequencies, grouped,
+// follow the distribution.
+TEST(Sampler, DrawsOverAWholeVocabularyFollowTheDistribution) {
+  const int vocab = 5000, groups = 50, draws = 60000;
+  std::vector<float> logits = large_row(vocab, 1.0f, 11);
+  for (int i = 0; i < vocab; i += 613) logits[i] = 4.0f;  // a few likely tokens spread over the row
+  SamplingParams sp;
+  const std::vector<double> want = reference(logits, 1.0f, 0, 1.0f, 0.0f);
+  Sampler s(sp, 99, kernel_table(supported_levels().back()).exp_array);
+  std::vector<int> counts(groups, 0);
+  for (int d = 0; d < draws; ++d) {
+    std::vector<float> copy = logits;
+    const int32_t t = s.sample(copy.data(), vocab, {}, {});
+    ASSERT_GE(t, 0);
+    ASSERT_GT(want[t], 0.0) << "drew token " << t << " of probability 0";
+    ++counts[t * groups / vocab];
+  }
+  for (int g = 0; g < groups; ++g) {
+    double p = 0;
+    for (int i = g * vocab / groups; i < (g + 1) * vocab / groups; ++i) p += want[i];
+    const double sd = std::sqrt(p * (1 - p) / draws);
+    EXPECT_NEAR(counts[g] / double(draws), p, 5 * sd + 1e-4) << "group " << g;
+  }
 }
 
 }  // namespace

@@ -105,6 +105,7 @@ void Engine::load() {
                                            .repack = options_.model.repack_weights},
                                .kernels = &kernel_table(level)});
   info_.kernels = level_name(level);
+  exp_array_ = kernel_table(level).exp_array;
   const ModelHparams& hp = model_->hparams();
   if (tokenizer_->vocab_size() != hp.n_vocab)
     throw ConfigError(options_.model.path + ": tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
@@ -213,7 +214,7 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
       return {SubmitCode::kOverloaded, 0,
               "overloaded: " + std::to_string(options_.scheduler.max_waiting) + " requests already waiting"};
     const uint64_t seed = seq->request.sampling.seed ? *seq->request.sampling.seed : seed_source_();
-    seq->sampler = std::make_unique<Sampler>(seq->request.sampling, seed);
+    seq->sampler = std::make_unique<Sampler>(seq->request.sampling, seed, exp_array_);
     inbox_.emplace_back(std::move(seq));
     if (interactive) ++inbox_submits_;
     ++inbox_sequences_;

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <numeric>
 #include <unordered_map>
+
+#include "sampling/rank_cut.h"
 
 namespace kvserve {
 namespace {
@@ -13,18 +16,17 @@ namespace {
 // later is a number. Returns the first index of the largest logit, found in the same pass, or
 // -1 when no logit is a number above -inf.
 int32_t sanitize(float* logits, int32_t vocab) {
-  int32_t best = -1;
+  // Two passes that vectorise (a greedy step's only work here, against a few thousand cycles
+  // when one pass kept the index with the maximum), then the first index holding it.
   float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
   for (int32_t i = 0; i < vocab; ++i) {
-    float& l = logits[i];
-    if (std::isnan(l)) l = -INFINITY;
-    else if (l > FLT_MAX) l = FLT_MAX;
-    if (l > mx) {
-      mx = l;
-      best = i;
-    }
+    const float l = logits[i], c = l != l ? -INFINITY : (l < FLT_MAX ? l : FLT_MAX);
+    logits[i] = c;
+    mx = mx > c ? mx : c;
   }
-  return best;
+  if (mx == -INFINITY) return -1;
+  return static_cast<int32_t>(std::find(logits, logits + vocab, mx) - logits);
 }
 
 }  // namespace
@@ -51,55 +53,104 @@ void Sampler::apply_penalties(float* logits, int32_t vocab, const std::vector<in
   }
 }
 
+double Sampler::weight_sum(size_t first, size_t count) const {
+  double part[4] = {};  // four running sums: one would wait on each add's latency
+  size_t k = first;
+  for (; k + 4 <= first + count; k += 4)
+    for (size_t j = 0; j < 4; ++j) part[j] += weight_[kept_[k + j]];
+  for (; k < first + count; ++k) part[0] += weight_[kept_[k]];
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+double Sampler::keep(float* logits, int32_t vocab, const std::vector<int32_t>& context,
+                     std::span<const int32_t> generated) {
+  apply_penalties(logits, vocab, context, generated);
+  kept_.clear();
+  const int32_t best = sanitize(logits, vocab);
+  if (best < 0) return 0;  // nothing can be sampled
+  // A small top-k first, over the logits: the k best held in a heap whose top is the worst of
+  // them, so that nearly every token costs one compare (as std::partial_sort).
+  const bool heap_top_k = p_.top_k > 0 && p_.top_k <= kHeapTopK && p_.top_k < vocab;
+  if (heap_top_k) {
+    auto worse = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+      return ranks_before(a.first, a.second, b.first, b.second);
+    };
+    heap_.clear();
+    for (int32_t i = 0; i < p_.top_k; ++i) heap_.emplace_back(logits[i], i);
+    std::make_heap(heap_.begin(), heap_.end(), worse);
+    for (int32_t i = p_.top_k; i < vocab; ++i) {
+      if (!ranks_before(logits[i], i, heap_.front().first, heap_.front().second)) continue;
+      std::pop_heap(heap_.begin(), heap_.end(), worse);
+      heap_.back() = {logits[i], i};
+      std::push_heap(heap_.begin(), heap_.end(), worse);
+    }
+    for (const auto& [l, i] : heap_) kept_.push_back(i);
+    std::sort(kept_.begin(), kept_.end());
+  } else {
+    kept_.resize(static_cast<size_t>(vocab));
+    std::iota(kept_.begin(), kept_.end(), 0);
+  }
+  // Each kept token's weight relative to the best, exp((logit - best) / T): the tempered
+  // difference clamped where the float weight is 0 anyway (a difference that overflows, logits
+  // near the float limits, becomes -inf and is clamped too), then one exp over them.
+  const float mx = logits[best], inv_t = 1.0f / p_.temperature;
+  score_.resize(static_cast<size_t>(vocab));
+  weight_.resize(static_cast<size_t>(vocab));
+  auto exp_row = [&](const float* x, int64_t n, float* out) {
+    if (exp_array_) {
+      exp_array_(x, n, out);
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
+    }
+  };
+  if (heap_top_k) {  // scores and weights only where kept, at their ids
+    const size_t n = kept_.size();
+    packed_.resize(2 * n);
+    for (size_t j = 0; j < n; ++j) packed_[j] = std::max(-kFarBelowBest, (logits[kept_[j]] - mx) * inv_t);
+    exp_row(packed_.data(), static_cast<int64_t>(n), packed_.data() + n);
+    for (size_t j = 0; j < n; ++j) score_[kept_[j]] = packed_[j], weight_[kept_[j]] = packed_[n + j];
+  } else {
+    float* score = score_.data();
+#pragma omp simd
+    for (int32_t i = 0; i < vocab; ++i) score[i] = std::max(-kFarBelowBest, (logits[i] - mx) * inv_t);
+    exp_row(score_.data(), vocab, weight_.data());
+  }
+  // Keeps the tokens that rank no later than `cut` in the best-first order.
+  auto keep_through = [&](int32_t cut) {
+    if (cut < 0) return;
+    const float cut_logit = logits[cut];
+    size_t n = 0;  // compacted without a branch: most tokens go where top-k or top-p is small
+    for (const int32_t i : kept_) {
+      kept_[n] = i;
+      n += i == cut || ranks_before(logits[i], i, cut_logit, cut);
+    }
+    kept_.resize(n);
+  };
+  if (p_.top_k > 0 && p_.top_k < vocab && !heap_top_k)
+    keep_through(cut_.find(kept_, logits, score_.data(), nullptr, p_.top_k));
+  // top-p: the smallest best-first prefix of the kept tokens whose mass reaches top_p.
+  if (p_.top_p < 1.0f) {
+    const double mass = weight_sum(0, kept_.size());
+    keep_through(cut_.find(kept_, logits, score_.data(), weight_.data(), p_.top_p * mass));
+  }
+  // min-p: weight >= min_p relative to the best (whose score is 0 >= log(min_p): it stays).
+  if (p_.min_p > 0.0f) {
+    const double floor = std::log(static_cast<double>(p_.min_p));
+    std::erase_if(kept_, [&](int32_t i) { return score_[i] < floor; });
+  }
+  return weight_sum(0, kept_.size());
+}
+
 std::vector<float> Sampler::distribution(float* logits, int32_t vocab, const std::vector<int32_t>& context,
                                          std::span<const int32_t> generated) {
-  apply_penalties(logits, vocab, context, generated);
   std::vector<float> probs(vocab, 0.0f);
-  cand_.clear();
-  const int32_t best = sanitize(logits, vocab);
-  if (best < 0) return probs;  // nothing can be sampled
   if (p_.temperature < kGreedyBelowTemperature) {
-    probs[best] = 1.0f;
+    apply_penalties(logits, vocab, context, generated);
+    if (const int32_t best = sanitize(logits, vocab); best >= 0) probs[best] = 1.0f;
     return probs;
   }
-  // Candidates sorted by logit, best first (ties: lower id first, so results are deterministic).
-  for (int32_t i = 0; i < vocab; ++i) cand_.emplace_back(logits[i], i);
-  auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t n = cand_.size();
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
-    std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), better);
-    n = p_.top_k;
-  } else {
-    std::sort(cand_.begin(), cand_.end(), better);
-  }
-  // In double: logits near the float limits, or divided by a small temperature, stay finite.
-  const double mx = cand_[0].first;
-  const double inv_t = 1.0 / static_cast<double>(p_.temperature);
-  std::vector<double> w(n);
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += (w[i] = std::exp((static_cast<double>(cand_[i].first) - mx) * inv_t));
-  // top-p: the smallest prefix whose mass reaches top_p (at least one token).
-  if (p_.top_p < 1.0f) {
-    double acc = 0;
-    size_t keep = n;
-    for (size_t i = 0; i < n; ++i) {
-      acc += w[i] / sum;
-      if (acc >= p_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-    n = keep;
-  }
-  // min-p: relative to the most likely token.
-  if (p_.min_p > 0.0f) {
-    size_t keep = 1;
-    while (keep < n && w[keep] >= p_.min_p * w[0]) ++keep;
-    n = keep;
-  }
-  sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += w[i];
-  for (size_t i = 0; i < n; ++i) probs[cand_[i].second] = static_cast<float>(w[i] / sum);
+  const double sum = keep(logits, vocab, context, generated);
+  for (int32_t i : kept_) probs[i] = static_cast<float>(weight_[i] / sum);
   return probs;
 }
 
@@ -109,20 +160,26 @@ int32_t Sampler::sample(float* logits, int32_t vocab, const std::vector<int32_t>
     apply_penalties(logits, vocab, context, generated);
     return sanitize(logits, vocab);
   }
-  std::vector<float> probs = distribution(logits, vocab, context, generated);
-  if (cand_.empty()) return -1;
-  // Walk the kept candidates (in cand_ order) so the draw does not depend on vocab order.
-  const double u = uniform();
+  const double sum = keep(logits, vocab, context, generated);
+  if (kept_.empty()) return -1;
+  // The kept tokens walked in id order (the draw follows the distribution in any order, and
+  // this one needs no sort): whole runs skipped by their sums, then the run where the target
+  // falls token by token.
+  const double target = uniform() * sum;
+  constexpr size_t kRun = 64;
   double acc = 0;
-  int32_t last = cand_[0].second;
-  for (const auto& c : cand_) {
-    const float pr = probs[c.second];
-    if (pr <= 0.0f) continue;
-    last = c.second;
-    acc += pr;
-    if (u < acc) return c.second;
+  size_t from = 0;
+  for (double run; from + kRun <= kept_.size() && acc + (run = weight_sum(from, kRun)) <= target; from += kRun)
+    acc += run;
+  int32_t last = kept_[0];
+  for (size_t k = from; k < kept_.size(); ++k) {
+    const int32_t i = kept_[k];
+    if (weight_[i] <= 0.0f) continue;
+    last = i;
+    acc += weight_[i];
+    if (acc > target) return i;
   }
-  return last;
+  return last;  // rounding left the sum a hair short of the target
 }
 
 LogSoftmax::LogSoftmax(const float* raw, int32_t vocab) {

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "runtime/request.h"
+#include "sampling/rank_cut.h"
 
 namespace kvserve {
 
@@ -31,8 +33,12 @@ constexpr float kGreedyBelowTemperature = 1e-5f;
 
 class Sampler {
  public:
+  // exp over a row (x: [n], out: [n]); the kernel table's exp_array, null for std::exp.
+  using ExpArray = void (*)(const float* x, int64_t n, float* out);
+
   // seed: from the request, or drawn by the engine when the request has none.
-  Sampler(const SamplingParams& params, uint64_t seed) : p_(params), rng_(seed) {}
+  Sampler(const SamplingParams& params, uint64_t seed, ExpArray exp_array = nullptr)
+      : p_(params), rng_(seed), exp_array_(exp_array) {}
 
   // logits: [vocab] raw model output for this sequence (modified in place as scratch).
   // context: prompt and generated tokens so far (for the repetition penalty);
@@ -53,11 +59,28 @@ class Sampler {
  private:
   void apply_penalties(float* logits, int32_t vocab, const std::vector<int32_t>& context,
                        std::span<const int32_t> generated) const;
+  // Penalties, temperature, top-k, top-p and min-p: leaves the tokens that can be drawn in
+  // kept_ (in id order) with their weights in weight_, and returns the sum of those weights
+  // (kept_ empty when no logit is a number).
+  double keep(float* logits, int32_t vocab, const std::vector<int32_t>& context, std::span<const int32_t> generated);
+  double weight_sum(size_t first, size_t count) const;  // of kept_[first, first + count)
   double uniform();  // [0, 1) from 53 bits, the same on every platform
+
+  // Tempered log-weights below this are clamped: their float weight is 0 either way (exp(-104)
+  // is below the smallest float), and the clamp keeps -inf out of the exp.
+  static constexpr float kFarBelowBest = 128.0f;
+  // top-k up to this is taken with a heap over the logits; larger ones through RankCut's buckets.
+  static constexpr int32_t kHeapTopK = 256;
 
   SamplingParams p_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> cand_;  // reused scratch
+  ExpArray exp_array_;
+  // Reused scratch, [vocab]: each token's tempered log-weight relative to the best, its weight.
+  std::vector<float> score_, weight_;
+  std::vector<int32_t> kept_;
+  std::vector<std::pair<float, int32_t>> heap_;  // a small top-k's (logit, id)
+  std::vector<float> packed_;                    // its scores, then its weights
+  RankCut cut_;
 };
 
 }  // namespace kvserve

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/kernel_table.h"
@@ -137,11 +138,10 @@ TEST(Sampler, LogprobsAreLogSoftmax) {
   EXPECT_NEAR(lp.top[1].second, 2.0 - lse, 1e-6);
 }
 
-
 // Vocabulary-sized rows: the filters find their cut without sorting the row (RankCut's
 // buckets, many of them, and the one where the cut falls sorted), so the kept set and the
 // probabilities are held against the sorting reference on rows with many ties (logits rounded
-// to 1/64), a long flat middle and a few -inf, on every kernel level's exp and on std::exp.
+// to 1/64) and a few -inf, on every kernel level's exp and on std::exp.
 struct LargeCase {
   int vocab;
   float spread;  // standard deviation of the logits

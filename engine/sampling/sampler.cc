@@ -13,11 +13,11 @@ namespace {
 
 // After penalties: NaN can never be chosen (-inf), and an overflow to +inf (a positive logit
 // divided by a tiny repetition penalty) becomes the largest float, so every difference taken
-// later is a number. Returns the first index of the largest logit, found in the same pass, or
-// -1 when no logit is a number above -inf.
+// later is a number. Returns the first index of the largest logit, or -1 when no logit is a
+// number above -inf.
 int32_t sanitize(float* logits, int32_t vocab) {
-  // Two passes that vectorise (a greedy step's only work here, against a few thousand cycles
-  // when one pass kept the index with the maximum), then the first index holding it.
+  // The largest in a pass that vectorises, then the first index holding it: one pass keeping
+  // the index as it went could not vectorise, and it is a greedy step's whole sampling cost.
   float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
   for (int32_t i = 0; i < vocab; ++i) {
@@ -72,17 +72,18 @@ double Sampler::keep(float* logits, int32_t vocab, const std::vector<int32_t>& c
   // them, so that nearly every token costs one compare (as std::partial_sort).
   const bool heap_top_k = p_.top_k > 0 && p_.top_k <= kHeapTopK && p_.top_k < vocab;
   if (heap_top_k) {
-    auto worse = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    // Ordered best first, so the heap's top is the worst of the k.
+    auto best_first = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
       return ranks_before(a.first, a.second, b.first, b.second);
     };
     heap_.clear();
     for (int32_t i = 0; i < p_.top_k; ++i) heap_.emplace_back(logits[i], i);
-    std::make_heap(heap_.begin(), heap_.end(), worse);
+    std::make_heap(heap_.begin(), heap_.end(), best_first);
     for (int32_t i = p_.top_k; i < vocab; ++i) {
       if (!ranks_before(logits[i], i, heap_.front().first, heap_.front().second)) continue;
-      std::pop_heap(heap_.begin(), heap_.end(), worse);
+      std::pop_heap(heap_.begin(), heap_.end(), best_first);
       heap_.back() = {logits[i], i};
-      std::push_heap(heap_.begin(), heap_.end(), worse);
+      std::push_heap(heap_.begin(), heap_.end(), best_first);
     }
     for (const auto& [l, i] : heap_) kept_.push_back(i);
     std::sort(kept_.begin(), kept_.end());

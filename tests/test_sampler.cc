@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -229,6 +230,32 @@ TEST(Sampler, DrawsOverAWholeVocabularyFollowTheDistribution) {
     for (int i = g * vocab / groups; i < (g + 1) * vocab / groups; ++i) p += want[i];
     const double sd = std::sqrt(p * (1 - p) / draws);
     EXPECT_NEAR(counts[g] / double(draws), p, 5 * sd + 1e-4) << "group " << g;
+  }
+}
+
+
+// The log-softmax of a 152k-token row (float exps summed in double) against one taken wholly in
+// double, with NaN and infinite logits left out of both, on std::exp and every level's exp.
+TEST(Sampler, LogSoftmaxOfAVocabularyRowMatchesDouble) {
+  std::vector<float> row = large_row(152064, 2.5f, 5);
+  row[10] = std::numeric_limits<float>::quiet_NaN();
+  row[20] = INFINITY;
+  row[30] = 11.0f;  // a clear best
+  double mx = -INFINITY;
+  for (float l : row)
+    if (std::isfinite(l)) mx = std::max(mx, static_cast<double>(l));
+  double sum = 0;
+  for (float l : row)
+    if (std::isfinite(l)) sum += std::exp(static_cast<double>(l) - mx);
+  const double lse = mx + std::log(sum);
+  std::vector<ExpArray> exps = {nullptr};
+  for (KernelLevel level : supported_levels()) exps.push_back(kernel_table(level).exp_array);
+  for (ExpArray e : exps) {
+    const LogSoftmax norm(row.data(), static_cast<int32_t>(row.size()), e);
+    for (int32_t t : {30, 31, 500, 77777, 152063}) {
+      ASSERT_TRUE(std::isfinite(row[t]));
+      EXPECT_NEAR(norm.of(row.data(), t), static_cast<double>(row[t]) - lse, 2e-6) << "token " << t;
+    }
   }
 }
 

@@ -402,7 +402,7 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
   ev.id = s.id;
   ev.token_ids.push_back(token);
   const SamplingParams& sp = s.request.sampling;
-  if (sp.logprobs || sp.top_logprobs > 0) ev.logprobs.push_back(Sampler::logprobs(raw, V, token, sp.top_logprobs));
+  if (sp.logprobs || sp.top_logprobs > 0) ev.logprobs.push_back(Sampler::logprobs(raw, V, token, sp.top_logprobs, exp_array_));
   if (s.num_generated() == 0) s.first_token = Sequence::Clock::now();
   s.tokens.push_back(token);
   ++generation_tokens_total_;
@@ -431,9 +431,9 @@ void Engine::score_prompt_rows(Sequence& s, int64_t first_pos, int64_t n_rows, c
     const int64_t p = first_pos + r;
     const int32_t next = s.tokens[p + 1];
     if (s.prompt_token_logprobs.empty()) {
-      s.prompt_logprobs[p] = LogSoftmax(l, V).of(l, next);
+      s.prompt_logprobs[p] = LogSoftmax(l, V, exp_array_).of(l, next);
     } else {
-      s.prompt_token_logprobs[p] = Sampler::logprobs(l, V, next, s.request.sampling.prompt_logprobs);
+      s.prompt_token_logprobs[p] = Sampler::logprobs(l, V, next, s.request.sampling.prompt_logprobs, exp_array_);
       s.prompt_logprobs[p] = s.prompt_token_logprobs[p].logprob;
     }
   }

@@ -140,7 +140,7 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
   ModelInfo info_;
-  Sampler::ExpArray exp_array_ = nullptr;  // the kernel level's, for the samplers
+  ExpArray exp_array_ = nullptr;  // the kernel level's, for sampling and log-probabilities
 
   // Owned by the loop thread.
   std::unique_ptr<KvStorage> kv_;

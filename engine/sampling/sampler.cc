@@ -183,20 +183,40 @@ int32_t Sampler::sample(float* logits, int32_t vocab, const std::vector<int32_t>
   return last;  // rounding left the sum a hair short of the target
 }
 
-LogSoftmax::LogSoftmax(const float* raw, int32_t vocab) {
-  double mx = -INFINITY;
-  for (int32_t i = 0; i < vocab; ++i)
-    if (std::isfinite(raw[i])) mx = std::max(mx, static_cast<double>(raw[i]));
-  double sum = 0;
-  for (int32_t i = 0; i < vocab; ++i)
-    if (std::isfinite(raw[i])) sum += std::exp(static_cast<double>(raw[i]) - mx);
-  // Subtracting the maximum first keeps the digits of huge logits.
-  max_ = sum > 0 ? mx : 0.0;
-  log_sum_ = sum > 0 ? std::log(sum) : 0.0;
+LogSoftmax::LogSoftmax(const float* raw, int32_t vocab, ExpArray exp_array) {
+  float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+  for (int32_t i = 0; i < vocab; ++i) {
+    const float l = std::fabs(raw[i]) <= FLT_MAX ? raw[i] : -INFINITY;  // NaN and inf left out
+    mx = mx > l ? mx : l;
+  }
+  if (mx == -INFINITY) return;  // no finite logit: max_ and log_sum_ stay 0
+  // Chunks on the stack: a row's exps need no allocation per scored prompt row.
+  constexpr int32_t kChunk = 1024;
+  float x[kChunk], e[kChunk];
+  double part[4] = {};  // four running sums: one would wait on each add's latency
+  for (int32_t i0 = 0; i0 < vocab; i0 += kChunk) {
+    const int32_t n = std::min(kChunk, vocab - i0);
+    for (int32_t j = 0; j < n; ++j) {
+      const float l = raw[i0 + j];
+      x[j] = std::fabs(l) <= FLT_MAX ? std::max(-kFarBelowBest, l - mx) : -kFarBelowBest;
+    }
+    if (exp_array) {
+      exp_array(x, n, e);
+    } else {
+      for (int32_t j = 0; j < n; ++j) e[j] = std::exp(x[j]);
+    }
+    int32_t j = 0;
+    for (; j + 4 <= n; j += 4)
+      for (int k = 0; k < 4; ++k) part[k] += e[j + k];
+    for (; j < n; ++j) part[0] += e[j];
+  }
+  max_ = mx;
+  log_sum_ = std::log((part[0] + part[1]) + (part[2] + part[3]));
 }
 
-TokenLogprob Sampler::logprobs(const float* raw, int32_t vocab, int32_t token, int32_t top_n) {
-  const LogSoftmax norm(raw, vocab);
+TokenLogprob Sampler::logprobs(const float* raw, int32_t vocab, int32_t token, int32_t top_n, ExpArray exp_array) {
+  const LogSoftmax norm(raw, vocab, exp_array);
   TokenLogprob out;
   out.token = token;
   out.logprob = norm.of(raw, token);

@@ -14,11 +14,19 @@
 
 namespace kvserve {
 
-// log p(token) = (l - max) - log Σ exp(l - max) over a row of raw logits, in double, with
-// non-finite logits left out of the sum: the one log-softmax of the code base (sampled-token
-// log-probabilities, prompt scoring).
+// exp over a row (x: [n], out: [n]); the kernel table's exp_array, null for std::exp.
+using ExpArray = void (*)(const float* x, int64_t n, float* out);
+
+// Log-weights (a logit's tempered distance below the best) under -kFarBelowBest are clamped
+// there: their float exp is 0 either way (exp(-104) is below the smallest float), and the
+// clamp keeps -inf (a distance that overflows, logits near the float limits) out of the exp.
+constexpr float kFarBelowBest = 128.0f;
+
+// log p(token) = (l - max) - log Σ exp(l - max) over a row of raw logits, with non-finite
+// logits left out of the sum: the one log-softmax of the code base (sampled-token
+// log-probabilities, prompt scoring). The sum is in double, of float exps through exp_array.
 struct LogSoftmax {
-  explicit LogSoftmax(const float* logits, int32_t vocab);
+  LogSoftmax(const float* logits, int32_t vocab, ExpArray exp_array = nullptr);
   float of(const float* logits, int32_t token) const {
     return static_cast<float>((static_cast<double>(logits[token]) - max_) - log_sum_);
   }
@@ -33,9 +41,6 @@ constexpr float kGreedyBelowTemperature = 1e-5f;
 
 class Sampler {
  public:
-  // exp over a row (x: [n], out: [n]); the kernel table's exp_array, null for std::exp.
-  using ExpArray = void (*)(const float* x, int64_t n, float* out);
-
   // seed: from the request, or drawn by the engine when the request has none.
   Sampler(const SamplingParams& params, uint64_t seed, ExpArray exp_array = nullptr)
       : p_(params), rng_(seed), exp_array_(exp_array) {}
@@ -49,7 +54,8 @@ class Sampler {
                  std::span<const int32_t> generated);
 
   // The log-probability of `token` under the raw logits, and the n best alternatives.
-  static TokenLogprob logprobs(const float* raw_logits, int32_t vocab, int32_t token, int32_t top_n);
+  static TokenLogprob logprobs(const float* raw_logits, int32_t vocab, int32_t token, int32_t top_n,
+                               ExpArray exp_array = nullptr);
 
   // The probability of every token after penalties, temperature and filters (zero where
   // filtered); for tests that compare against a reference implementation.
@@ -66,9 +72,6 @@ class Sampler {
   double weight_sum(size_t first, size_t count) const;  // of kept_[first, first + count)
   double uniform();  // [0, 1) from 53 bits, the same on every platform
 
-  // Tempered log-weights below this are clamped: their float weight is 0 either way (exp(-104)
-  // is below the smallest float), and the clamp keeps -inf out of the exp.
-  static constexpr float kFarBelowBest = 128.0f;
   // top-k up to this is taken with a heap over the logits; larger ones through RankCut's buckets.
   static constexpr int32_t kHeapTopK = 256;
 

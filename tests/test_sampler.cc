@@ -250,11 +250,25 @@ TEST(Sampler, LogSoftmaxOfAVocabularyRowMatchesDouble) {
   const double lse = mx + std::log(sum);
   std::vector<ExpArray> exps = {nullptr};
   for (KernelLevel level : supported_levels()) exps.push_back(kernel_table(level).exp_array);
+  // The 20 best alternatives: the sorting order (NaN last, ties by the lower id; the +inf logit
+  // first, as the model gave it).
+  std::vector<int32_t> order(row.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto key = [&](int32_t i) { return std::isnan(row[i]) ? -INFINITY : row[i]; };
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return key(a) > key(b); });
   for (ExpArray e : exps) {
     const LogSoftmax norm(row.data(), static_cast<int32_t>(row.size()), e);
     for (int32_t t : {30, 31, 500, 77777, 152063}) {
       ASSERT_TRUE(std::isfinite(row[t]));
       EXPECT_NEAR(norm.of(row.data(), t), static_cast<double>(row[t]) - lse, 2e-6) << "token " << t;
+    }
+    const TokenLogprob lp = Sampler::logprobs(row.data(), static_cast<int32_t>(row.size()), 31, 20, e);
+    ASSERT_EQ(lp.top.size(), 20u);
+    for (size_t r = 0; r < 20; ++r) {
+      EXPECT_EQ(lp.top[r].first, order[r]) << "rank " << r;
+      if (r > 0) {
+        EXPECT_NEAR(lp.top[r].second, static_cast<double>(row[lp.top[r].first]) - lse, 2e-6);
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "sampling/rank_cut.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kvserve {
 namespace {
@@ -8,6 +9,39 @@ namespace {
 constexpr size_t kPerBucket = 8;
 constexpr size_t kMaxBuckets = 16384;
 }  // namespace
+
+void best_n(const float* logits, int32_t vocab, int32_t n, std::vector<std::pair<float, int32_t>>& best) {
+  n = std::clamp(n, 0, vocab);
+  // Ordered best first, so the heap's top is the worst of the n.
+  auto best_first = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return ranks_before(a.first, a.second, b.first, b.second);
+  };
+  auto logit = [&](int32_t i) { return logits[i] != logits[i] ? -INFINITY : logits[i]; };
+  best.clear();
+  for (int32_t i = 0; i < n; ++i) best.emplace_back(logit(i), i);
+  std::make_heap(best.begin(), best.end(), best_first);
+  // Blocks whose largest logit is below the worst kept one are passed over on that maximum, which
+  // vectorises; nearly all of them are once the heap holds good tokens.
+  constexpr int32_t kBlock = 64;
+  for (int32_t i0 = n; i0 < vocab && n > 0; i0 += kBlock) {
+    const int32_t end = std::min(vocab, i0 + kBlock);
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int32_t i = i0; i < end; ++i) {
+      const float l = logit(i);
+      mx = mx > l ? mx : l;
+    }
+    if (mx < best.front().first) continue;
+    for (int32_t i = i0; i < end; ++i) {
+      const float l = logit(i);
+      if (!ranks_before(l, i, best.front().first, best.front().second)) continue;
+      std::pop_heap(best.begin(), best.end(), best_first);
+      best.back() = {l, i};
+      std::push_heap(best.begin(), best.end(), best_first);
+    }
+  }
+  std::sort_heap(best.begin(), best.end(), best_first);
+}
 
 int32_t RankCut::find(std::span<const int32_t> ids, const float* logits, const float* score, const float* measure,
                       double target) {

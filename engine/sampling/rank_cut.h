@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace kvserve {
@@ -16,6 +17,10 @@ namespace kvserve {
 inline bool ranks_before(float logit_a, int32_t id_a, float logit_b, int32_t id_b) {
   return logit_a > logit_b || (logit_a == logit_b && id_a < id_b);
 }
+
+// The n best of logits[0, vocab) in the best-first order, into best (NaN ranks as -inf): a heap
+// of n whose top is the worst of them, so nearly every token costs one compare.
+void best_n(const float* logits, int32_t vocab, int32_t n, std::vector<std::pair<float, int32_t>>& best);
 
 class RankCut {
  public:

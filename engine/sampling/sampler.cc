@@ -68,23 +68,10 @@ double Sampler::keep(float* logits, int32_t vocab, const std::vector<int32_t>& c
   kept_.clear();
   const int32_t best = sanitize(logits, vocab);
   if (best < 0) return 0;  // nothing can be sampled
-  // A small top-k first, over the logits: the k best held in a heap whose top is the worst of
-  // them, so that nearly every token costs one compare (as std::partial_sort).
+  // A small top-k first, over the logits (best_n's heap).
   const bool heap_top_k = p_.top_k > 0 && p_.top_k <= kHeapTopK && p_.top_k < vocab;
   if (heap_top_k) {
-    // Ordered best first, so the heap's top is the worst of the k.
-    auto best_first = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
-      return ranks_before(a.first, a.second, b.first, b.second);
-    };
-    heap_.clear();
-    for (int32_t i = 0; i < p_.top_k; ++i) heap_.emplace_back(logits[i], i);
-    std::make_heap(heap_.begin(), heap_.end(), best_first);
-    for (int32_t i = p_.top_k; i < vocab; ++i) {
-      if (!ranks_before(logits[i], i, heap_.front().first, heap_.front().second)) continue;
-      std::pop_heap(heap_.begin(), heap_.end(), best_first);
-      heap_.back() = {logits[i], i};
-      std::push_heap(heap_.begin(), heap_.end(), best_first);
-    }
+    best_n(logits, vocab, p_.top_k, heap_);
     for (const auto& [l, i] : heap_) kept_.push_back(i);
     std::sort(kept_.begin(), kept_.end());
   } else {
@@ -221,15 +208,9 @@ TokenLogprob Sampler::logprobs(const float* raw, int32_t vocab, int32_t token, i
   out.token = token;
   out.logprob = norm.of(raw, token);
   if (top_n > 0) {
-    std::vector<int32_t> ids(vocab);
-    for (int32_t i = 0; i < vocab; ++i) ids[i] = i;
-    const int32_t n = std::min(top_n, vocab);
-    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
-      const float x = std::isnan(raw[a]) ? -INFINITY : raw[a];
-      const float y = std::isnan(raw[b]) ? -INFINITY : raw[b];
-      return x > y || (x == y && a < b);
-    });
-    for (int32_t i = 0; i < n; ++i) out.top.emplace_back(ids[i], norm.of(raw, ids[i]));
+    std::vector<std::pair<float, int32_t>> best;
+    best_n(raw, vocab, top_n, best);
+    for (const auto& [l, i] : best) out.top.emplace_back(i, norm.of(raw, i));
   }
   return out;
 }

@@ -402,7 +402,8 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
   ev.id = s.id;
   ev.token_ids.push_back(token);
   const SamplingParams& sp = s.request.sampling;
-  if (sp.logprobs || sp.top_logprobs > 0) ev.logprobs.push_back(Sampler::logprobs(raw, V, token, sp.top_logprobs, exp_array_));
+  if (sp.logprobs || sp.top_logprobs > 0)
+    ev.logprobs.push_back(Sampler::logprobs(raw, V, token, sp.top_logprobs, exp_array_));
   if (s.num_generated() == 0) s.first_token = Sequence::Clock::now();
   s.tokens.push_back(token);
   ++generation_tokens_total_;

@@ -1,9 +1,9 @@
-// Where a best-first order of the vocabulary reaches a target, without sorting it: top-k (a
-// count) and top-p (a mass) each need only the candidate at which the running measure, taken
-// best first, first reaches the target. Sorting 32k-150k logits for every sampled token cost
-// more than the model's decode step; spreading the candidates over buckets of their score,
-// summing the buckets best first and sorting only the one bucket where the target falls is
-// O(n) and gives the same candidate.
+// Picks from a best-first order of the vocabulary without sorting it. Top-k (a count) and
+// top-p (a mass) each need only the candidate at which the running measure, taken best first,
+// first reaches the target: RankCut spreads the candidates over buckets of their score, sums the
+// buckets best first and sorts only the one bucket where the target falls, O(n), the same
+// candidate a sort gives (sorting 32k-150k logits for every sampled token cost as much as the
+// model's decode step). best_n takes a few best ones (a small top-k, the logprobs' alternatives).
 #pragma once
 
 #include <cstdint>

@@ -14,9 +14,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -41,9 +43,15 @@ Request make_request(int prompt_len, int gen, int vocab, std::mt19937& rng) {
   return r;
 }
 
+// A refused submission ends the benchmark with the engine's reason.
+void submit(Engine& engine, const Request& r, std::shared_ptr<kvserve::ResultSink> sink) {
+  if (const auto s = engine.submit(r, std::move(sink)); !s.ok())
+    throw std::runtime_error("submit refused: " + s.message);
+}
+
 kvserve::Completion run_one(Engine& engine, const Request& r) {
   auto sink = std::make_shared<QueueSink>();
-  if (const auto s = engine.submit(r, sink); !s.ok()) throw std::runtime_error("submit refused: " + s.message);
+  submit(engine, r, sink);
   for (;;) {
     auto ev = sink->pop();
     if (ev && ev->completion) return *ev->completion;
@@ -102,9 +110,7 @@ Aggregate aggregate_decode(Engine& engine, int batch, int prompt_len, int gen, i
   const kvserve::CpuTimes cpu_before = kvserve::read_cpu_times();
   const auto start = Clock::now();
   for (int b = 0; b < batch; ++b)
-    if (!engine.submit(make_request(prompt_len, gen, vocab, rng), std::make_shared<CountingSink>(tokens, firsts, done))
-             .ok())
-      throw std::runtime_error("submit refused");
+    submit(engine, make_request(prompt_len, gen, vocab, rng), std::make_shared<CountingSink>(tokens, firsts, done));
   while (firsts < batch) std::this_thread::sleep_for(std::chrono::microseconds(500));
   const auto t0 = Clock::now();
   const int64_t tokens0 = tokens;
@@ -125,9 +131,7 @@ double closed_loop(Engine& engine, int n, int concurrency, int prompt_len, int g
   int submitted = 0;
   while (done < n) {
     while (submitted < n && submitted - done < concurrency) {
-      if (!engine.submit(make_request(prompt_len, gen, vocab, rng), std::make_shared<CountingSink>(tokens, firsts, done))
-               .ok())
-        throw std::runtime_error("submit refused");
+      submit(engine, make_request(prompt_len, gen, vocab, rng), std::make_shared<CountingSink>(tokens, firsts, done));
       ++submitted;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -29,6 +29,15 @@ int32_t sanitize(float* logits, int32_t vocab) {
   return static_cast<int32_t>(std::find(logits, logits + vocab, mx) - logits);
 }
 
+// out[i] = exp(x[i]) for i < n, through the kernel level's exp where there is one.
+void exp_row(ExpArray exp_array, const float* x, int64_t n, float* out) {
+  if (exp_array) {
+    exp_array(x, n, out);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
+  }
+}
+
 }  // namespace
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
@@ -84,24 +93,17 @@ double Sampler::keep(float* logits, int32_t vocab, const std::vector<int32_t>& c
   const float mx = logits[best], inv_t = 1.0f / p_.temperature;
   score_.resize(static_cast<size_t>(vocab));
   weight_.resize(static_cast<size_t>(vocab));
-  auto exp_row = [&](const float* x, int64_t n, float* out) {
-    if (exp_array_) {
-      exp_array_(x, n, out);
-    } else {
-      for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
-    }
-  };
   if (heap_top_k) {  // scores and weights only where kept, at their ids
     const size_t n = kept_.size();
     packed_.resize(2 * n);
     for (size_t j = 0; j < n; ++j) packed_[j] = std::max(-kFarBelowBest, (logits[kept_[j]] - mx) * inv_t);
-    exp_row(packed_.data(), static_cast<int64_t>(n), packed_.data() + n);
+    exp_row(exp_array_, packed_.data(), static_cast<int64_t>(n), packed_.data() + n);
     for (size_t j = 0; j < n; ++j) score_[kept_[j]] = packed_[j], weight_[kept_[j]] = packed_[n + j];
   } else {
     float* score = score_.data();
 #pragma omp simd
     for (int32_t i = 0; i < vocab; ++i) score[i] = std::max(-kFarBelowBest, (logits[i] - mx) * inv_t);
-    exp_row(score_.data(), vocab, weight_.data());
+    exp_row(exp_array_, score_.data(), vocab, weight_.data());
   }
   // Keeps the tokens that rank no later than `cut` in the best-first order.
   auto keep_through = [&](int32_t cut) {
@@ -188,11 +190,7 @@ LogSoftmax::LogSoftmax(const float* raw, int32_t vocab, ExpArray exp_array) {
       const float l = raw[i0 + j];
       x[j] = std::fabs(l) <= FLT_MAX ? std::max(-kFarBelowBest, l - mx) : -kFarBelowBest;
     }
-    if (exp_array) {
-      exp_array(x, n, e);
-    } else {
-      for (int32_t j = 0; j < n; ++j) e[j] = std::exp(x[j]);
-    }
+    exp_row(exp_array, x, n, e);
     int32_t j = 0;
     for (; j + 4 <= n; j += 4)
       for (int k = 0; k < 4; ++k) part[k] += e[j + k];

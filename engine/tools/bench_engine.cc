@@ -253,6 +253,7 @@ int main(int argc, char** argv) {
   // A run with steal above --calm-steal was slowed by a neighbour: more runs are made, up to
   // kMaxDecodeRuns, until kDecodeRuns are calm; the median is over the kDecodeRuns calmest.
   constexpr int kDecodeRuns = 3, kMaxDecodeRuns = 8;
+  constexpr int kAggregateTries = 3;  // per batch size, the calmest kept
   const double kv_bytes = static_cast<double>(mi.kv_bytes_per_token) * (kDecodePrompt + gen / 2.0);
   const double streamed = weight_bytes + kv_bytes;
   const int probe_threads = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -279,7 +280,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, Aggregate>> agg;
   for (int b : batches) {
     Aggregate best = aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng);
-    for (int attempt = 1; attempt < 3 && best.steal > calm_steal; ++attempt)
+    for (int attempt = 1; attempt < kAggregateTries && best.steal > calm_steal; ++attempt)
       if (const Aggregate a = aggregate_decode(*engine, b, batch_prompt, batch_gen, vocab, rng); a.steal < best.steal)
         best = a;
     agg.emplace_back(b, best);
@@ -298,9 +299,8 @@ int main(int argc, char** argv) {
   std::sort(counted_runs.begin(), counted_runs.end(), [&](int a, int b) { return shares[a] < shares[b]; });
   const auto median_run = static_cast<size_t>(counted_runs[kDecodeRuns / 2]);
   const double decode_share = shares[median_run];
-  const auto counted = [&](int r) {
-    return std::find(counted_runs.begin(), counted_runs.end(), r) != counted_runs.end();
-  };
+  std::vector<bool> counted(static_cast<size_t>(runs), false);
+  for (int r : counted_runs) counted[static_cast<size_t>(r)] = true;
   const double bw = run_bw[median_run], best_share = run_tps[median_run] * streamed / run_best[median_run];
   const double far_share = run_tps[median_run] * streamed / run_far[median_run];
   const double decode_limit = bw / streamed;
@@ -325,7 +325,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < runs; ++r)
     std::printf(" %.1f tok/s at %.1f GB/s, best pass %.1f, 1 GiB %.1f (%.0f%%; steal %.0f%%%s)", run_tps[r],
                 run_bw[r] / 1e9, run_best[r] / 1e9, run_far[r] / 1e9, 100 * shares[r], 100 * run_steal[r],
-                counted(r) ? "" : ", not counted");
+                counted[static_cast<size_t>(r)] ? "" : ", not counted");
   std::printf("\n");
   for (auto [b, a] : agg)
     std::printf("aggregate decode, %2d sequences: %.1f tok/s = %.1f%% of compute limit; whole run %.1f output tok/s, "
@@ -355,7 +355,7 @@ int main(int argc, char** argv) {
     j["decode1_runs"] = nlohmann::json::array();
     for (int r = 0; r < runs; ++r)
       j["decode1_runs"].push_back({{"tps", run_tps[r]}, {"read_gbs", run_bw[r] / 1e9}, {"best_pass_gbs", run_best[r] / 1e9},
-                                     {"read_1gib_gbs", run_far[r] / 1e9}, {"steal", run_steal[r]}, {"counted", counted(r)}});
+                                     {"read_1gib_gbs", run_far[r] / 1e9}, {"steal", run_steal[r]}, {"counted", static_cast<bool>(counted[static_cast<size_t>(r)])}});
     j["compute_limit_tps"] = compute_limit;
     j["prompt_len"] = prompt_len;
     j["prompt_tps"] = prompt_tps;

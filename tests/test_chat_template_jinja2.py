@@ -135,7 +135,9 @@ for path, bos, eos in cases:
         gen = rng.random() < 0.7
         try:
             want, want_err = hf_render(source, msgs, gen, bos, eos), None
-        except jinja2.exceptions.TemplateError as e:
+        except (jinja2.exceptions.TemplateError, TypeError, ValueError, KeyError, AttributeError) as e:
+            # A template that raises (raise_exception, or Python's own error such as iterating a
+            # None `tools`) is an error both sides must give.
             want, want_err = None, str(e)
         got, got_err = ours(path, msgs, gen, bos, eos)
         checked += 1

@@ -37,7 +37,7 @@ struct Expr {
 };
 
 struct Node {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kBreak, kContinue };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kBreak, kContinue, kMacro };
   Kind kind;
   std::string text;  // kText
   ExprP expr;        // kOutput, kSet (the value), kFor (the iterable)
@@ -48,8 +48,10 @@ struct Node {
   std::vector<std::string> targets;
   ExprP filter;
   std::vector<Node> body, else_body;
-  // kSet: target name, and attribute for `set ns.attr = ...`.
+  // kSet: target name, and attribute for `set ns.attr = ...`. kMacro: target is the macro's
+  // name, targets its parameters, defaults their default values (null: none), body its body.
   std::string target, attr;
+  std::vector<ExprP> defaults;
 };
 
 // Parses a template (jinja_parse.cc); JinjaError naming the line.

@@ -22,6 +22,9 @@ using K = Value::Kind;
 // Bounds on one render, so that no template (a fuzzer's, or a model file's) runs away.
 constexpr int64_t kMaxIterations = 1000000;
 constexpr size_t kMaxOutputBytes = 16 << 20;
+// Macro calls nested deeper than this are refused: a macro that calls itself without end (or a
+// template file built to) ends in an error, not at the end of the stack.
+constexpr int kMaxMacroDepth = 64;
 
 struct LoopSignal {
   enum { kNone, kBreak, kContinue } kind = kNone;
@@ -78,7 +81,9 @@ List iterate(const Expr& e, const Value& v) {
     return chars;
   }
   if (!v.defined()) return {};
-  fail(e, std::string("cannot iterate over a ") + v.type_name());
+  // Python's words, which templates' callers (and tests against Jinja2) see.
+  static const char* py[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function"};
+  fail(e, std::string("'") + py[static_cast<int>(v.kind)] + "' object is not iterable");
 }
 
 class Renderer {
@@ -116,6 +121,7 @@ class Renderer {
             ns.set(n.attr, std::move(v));
           }
           break;
+        case Node::Kind::kMacro: scopes_.back()[n.target] = macro(n); break;
         case Node::Kind::kBreak: sig.kind = LoopSignal::kBreak; return;
         case Node::Kind::kContinue: sig.kind = LoopSignal::kContinue; return;
       }
@@ -133,6 +139,50 @@ class Renderer {
         if (holds(x, target)) return true;
     }
     return false;
+  }
+
+  // A macro is a function of its parameters that renders its body to a string. Like Jinja2's,
+  // it sees the template's top-level names and its own arguments, not its caller's locals.
+  Value macro(const Node& n) {
+    const Node* node = &n;
+    return Value::function([this, node](const Args& args, const Kwargs& kwargs) {
+      if (args.size() > node->targets.size())
+        throw JinjaError("macro '" + node->target + "' takes " + std::to_string(node->targets.size()) +
+                         " arguments, " + std::to_string(args.size()) + " given");
+      if (macro_depth_ >= kMaxMacroDepth)
+        throw JinjaError("macro calls nested deeper than " + std::to_string(kMaxMacroDepth));
+      std::map<std::string, Value> locals;
+      for (size_t k = 0; k < node->targets.size(); ++k) {
+        const std::string& param = node->targets[k];
+        if (k < args.size()) {
+          locals[param] = args[k];
+          continue;
+        }
+        auto kw = std::find_if(kwargs.begin(), kwargs.end(), [&](const auto& p) { return p.first == param; });
+        if (kw != kwargs.end()) locals[param] = kw->second;
+        else if (node->defaults[k]) locals[param] = eval(*node->defaults[k]);
+        else locals[param] = Value();
+      }
+      std::vector<std::map<std::string, Value>> saved;
+      saved.swap(scopes_);
+      scopes_.push_back(saved.front());
+      scopes_.push_back(std::move(locals));
+      ++macro_depth_;
+      std::string out;
+      LoopSignal sig;
+      try {
+        render(node->body, out, sig);
+      } catch (...) {
+        --macro_depth_;
+        saved.front() = scopes_.front();
+        scopes_.swap(saved);
+        throw;
+      }
+      --macro_depth_;
+      saved.front() = scopes_.front();  // top-level names the macro set stay set
+      scopes_.swap(saved);
+      return Value::string(std::move(out));
+    });
   }
 
   void render_for(const Node& n, std::string& out, LoopSignal& outer) {
@@ -601,6 +651,7 @@ class Renderer {
   std::vector<std::map<std::string, Value>> scopes_;
   std::time_t now_;
   int64_t iterations_ = 0;
+  int macro_depth_ = 0;
 };
 
 }  // namespace

@@ -534,6 +534,25 @@ class TemplateParser {
       p.expect_op("=");
       n.expr = p.expr();
       p.expect_end();
+    } else if (word == "macro") {
+      n.kind = Node::Kind::kMacro;
+      n.target = p.name();
+      p.expect_op("(");
+      while (!p.is_op(")")) {
+        n.targets.push_back(p.name());
+        ExprP def;
+        if (p.is_op("=")) {
+          p.expect_op("=");
+          def = p.expr();
+        }
+        n.defaults.push_back(def);
+        if (!p.is_op(")")) p.expect_op(",");
+      }
+      p.expect_op(")");
+      p.expect_end();
+      std::string end;
+      std::unique_ptr<ExprParser> rest;
+      n.body = block({"endmacro"}, &end, &rest);
     } else if (word == "break" || word == "continue") {
       n.kind = word == "break" ? Node::Kind::kBreak : Node::Kind::kContinue;
       p.expect_end();

@@ -46,6 +46,7 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
   }
   request_id_ = request->request_id().empty() ? random_request_id() : request->request_id();
   req.client_id = request_id_;
+  req.cache_salt = tenant_;  // tenants never share prefix-cache blocks
   req.deadline_ms = deadline_ms_until(ctx->deadline());
   if (!service_.request_ids().add(tenant_, request_id_)) {
     Finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "request_id: '" + request_id_ + "' is already running"));
@@ -58,7 +59,7 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
   link_->stream = this;
   SubmitResult r = engine.submit(std::move(req), std::make_shared<StreamSink>(link_));
   if (!r.ok()) {
-    Finish(submit_grpc_status(r));
+    finish_call(submit_grpc_status(r));
     return;
   }
   engine_id_ = r.id;
@@ -128,7 +129,17 @@ void GenerateStream::perform(Action action) {
   if (action == Action::kWrite)
     StartWrite(&in_flight_);
   else if (action == Action::kFinish)
-    Finish(final_status_);
+    finish_call(final_status_);
+}
+
+void GenerateStream::finish_call(const grpc::Status& status) {
+  release_id();
+  Finish(status);
+}
+
+// Before the client can see the call end, so an id may be reused the moment its call is over.
+void GenerateStream::release_id() {
+  if (registered_.exchange(false)) service_.request_ids().remove(tenant_, request_id_);
 }
 
 void GenerateStream::OnWriteDone(bool ok) {
@@ -159,7 +170,7 @@ void GenerateStream::OnDone() {
     std::lock_guard<std::recursive_mutex> lock(link_->mu);
     link_->stream = nullptr;
   }
-  if (registered_) service_.request_ids().remove(tenant_, request_id_);
+  release_id();
   InferenceService& service = service_;
   delete this;
   service.stream_done();

@@ -3,6 +3,7 @@
 // write is in flight), so a slow reader never blocks the loop; one write is in flight at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -29,11 +30,13 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   enum class Action { kNone, kWrite, kFinish };
   Action next_action_locked();
   void perform(Action action);
+  void finish_call(const grpc::Status& status);
+  void release_id();  // the request id leaves the registry (once)
 
   InferenceService& service_;
   std::string tenant_;      // who made the request (see BearerAuth)
   std::string request_id_;
-  bool registered_ = false;
+  std::atomic<bool> registered_{false};
   uint64_t engine_id_ = 0;
   StreamMetrics metrics_;  // engine thread only
   std::shared_ptr<StreamLink> link_;  // shared with the sink the engine holds

@@ -314,10 +314,11 @@ TEST_F(ServerE2E, BadFieldsGetTheRightStatusWhileAGoodStreamRuns) {
        "sampling.stop_token_ids[0]"},
       {"top_logprobs", [](auto& r) { r.mutable_sampling()->set_top_logprobs(50); }, StatusCode::INVALID_ARGUMENT,
        "sampling.top_logprobs"},
+      // Never fits: the request's fault, not a load to retry (RESOURCE_EXHAUSTED invites retries).
       {"prompt beyond context", [](auto& r) { r.set_prompt(std::string(1100, 'a') + " b"); },
-       StatusCode::RESOURCE_EXHAUSTED, "max_model_len"},
+       StatusCode::INVALID_ARGUMENT, "max_model_len"},
       {"prompt + output beyond context", [](auto& r) { r.mutable_sampling()->set_max_new_tokens(1023); },
-       StatusCode::RESOURCE_EXHAUSTED, "max_model_len"},
+       StatusCode::INVALID_ARGUMENT, "max_model_len"},
       {"oversized message", [](auto& r) { r.set_prompt(std::string(5 << 20, 'a')); }, StatusCode::RESOURCE_EXHAUSTED,
        ""},
   };

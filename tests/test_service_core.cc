@@ -115,7 +115,7 @@ TEST(ServiceStatus, FinishReasonsAndRefusalsMapOnce) {
   c.error = "forward failed: x";
   EXPECT_EQ(completion_status(c, false).message, "forward failed: x");
   EXPECT_EQ(submit_status({SubmitCode::kOverloaded, 0, "overloaded"}).code, ServiceCode::kResourceExhausted);
-  EXPECT_EQ(submit_status({SubmitCode::kNeverFits, 0, "x"}).code, ServiceCode::kResourceExhausted);
+  EXPECT_EQ(submit_status({SubmitCode::kNeverFits, 0, "x"}).code, ServiceCode::kInvalidArgument);
   EXPECT_EQ(submit_status({SubmitCode::kShuttingDown, 0, "x"}).code, ServiceCode::kUnavailable);
   EXPECT_EQ(submit_status({SubmitCode::kInvalidArgument, 0, "prompt: x"}).message, "prompt: x");
 }

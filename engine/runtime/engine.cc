@@ -168,6 +168,14 @@ void Engine::load() {
   info_.every_layer_windowed = hp.every_layer_windowed;
   info_.kv_tokens_per_request = std::min<int64_t>(so.max_model_len, scheduler_->max_blocks_held(so.max_model_len) * bs);
   info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / info_.kv_tokens_per_request;
+  {  // the longest request the whole cache can hold (blocks held grow with length)
+    int64_t lo = 0, hi = so.max_model_len;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (scheduler_->max_blocks_held(mid) <= kv_->num_blocks()) lo = mid; else hi = mid - 1;
+    }
+    info_.max_request_tokens = static_cast<int32_t>(lo);
+  }
   KvShapeFacts facts{hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, shape.element_bytes, bs,
                      so.max_model_len, kv_->total_bytes()};
   facts.q8 = shape.q8();
@@ -189,6 +197,19 @@ std::string Engine::validate_request(const Request& r) const {
                                       .n_head = info_.n_head});
 }
 
+namespace {
+
+// FNV-1a of the salt, never 0 (the unsalted chain's root): a salted chain starts elsewhere,
+// and the cache's lookup compares the parent too, so two salts never share a block.
+uint64_t salt_root(const std::string& salt) {
+  if (salt.empty()) return 0;
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : salt) h = (h ^ c) * 1099511628211ull;
+  return h | 1;
+}
+
+}  // namespace
+
 SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
   if (!accepting_) return {SubmitCode::kShuttingDown, 0, "server is shutting down"};
   if (std::string err = validate_request(request); !err.empty()) return {SubmitCode::kInvalidArgument, 0, err};
@@ -200,6 +221,7 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
   const uint64_t id = next_id_++;
   auto seq = std::make_unique<Sequence>(id, std::move(request), options_.cache.block_size);
   seq->max_tokens = static_cast<int32_t>(max_total);
+  seq->prefix_root = salt_root(seq->request.cache_salt);
   seq->sink = std::move(sink);
   seq->text = std::make_unique<OutputText>(*tokenizer_, seq->request.prompt, seq->request.sampling.stop);
   seq->submitted = Sequence::Clock::now();
@@ -339,7 +361,23 @@ void Engine::step() {
   // The logits come in the order build_batch asked for them: per chunk, its scored prompt rows,
   // then its sampled row.
   const float* rows = logits;
-  for (const auto& c : plan.chunks) rows = advance(c, rows);
+  for (const auto& c : plan.chunks) {
+    // Where this chunk's rows end, known before it is advanced, so that a chunk whose
+    // advance throws ends alone (an error event) and the others still get their rows.
+    const Sequence& s = *c.seq;
+    const int64_t scored =
+        s.prompt_logprobs.empty() ? 0 : std::clamp<int64_t>(s.num_prompt - 1 - s.num_computed, 0, c.n_tokens);
+    const float* end = rows + (scored + (c.samples ? 1 : 0)) * int64_t{info_.n_vocab};
+    const uint64_t id = s.id;
+    try {
+      advance(c, rows);
+    } catch (const std::exception& e) {
+      spdlog::error("request {}: step failed: {}", id, e.what());
+      if (auto it = seqs_.find(id); it != seqs_.end())
+        finish(it->second.get(), FinishReason::kError, std::string("step failed: ") + e.what());
+    }
+    rows = end;
+  }
 }
 
 void Engine::build_batch(const SchedulerOutput& plan) {
@@ -419,8 +457,8 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
     finish(&s, FinishReason::kStopString, {}, std::move(ev));
   } else if (s.num_generated() >= sp.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= s.max_tokens) {
     finish(&s, FinishReason::kLength, {}, std::move(ev));
-  } else if (s.sink) {
-    s.sink->on_event(std::move(ev));
+  } else {
+    deliver(s, std::move(ev));
   }
   return logits + V;
 }
@@ -465,8 +503,28 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::string error, Event
   event.completion = c;
   scheduler_->remove(seq);
   ++finished_total_;
-  if (seq->sink) seq->sink->on_event(std::move(event));
+  deliver(*seq, std::move(event));
   seqs_.erase(seq->id);
+}
+
+void Engine::deliver(Sequence& seq, Event event) {
+  if (!seq.sink) return;
+  const bool final = event.completion.has_value();
+  try {
+    seq.sink->on_event(std::move(event));
+    return;
+  } catch (const std::exception& e) {
+    spdlog::error("request {}: its result sink failed: {}", seq.id, e.what());
+  } catch (...) {
+    spdlog::error("request {}: its result sink failed", seq.id);
+  }
+  // The front end could not take the event: the request ends here with an error (one more
+  // try at a final event), and a sink that fails again is dropped, never the loop.
+  if (final) {
+    seq.sink.reset();
+  } else {
+    finish(&seq, FinishReason::kError, "the front end could not deliver a result");
+  }
 }
 
 void Engine::publish_stats() {

@@ -53,6 +53,8 @@ struct ModelInfo {
   int64_t kv_bytes_per_token = 0;  // 2 · n_layer · n_head_kv · head_dim · kv_element_bytes
   int64_t kv_total_bytes = 0;
   double max_concurrency = 0;   // full-length (max_model_len) requests that fit at once
+  int32_t max_request_tokens = 0;  // prompt + output of the longest request the whole cache holds
+                                   // (max_model_len unless the cache is smaller than one request)
   int32_t sliding_window = 0;   // positions a windowed layer sees (0: none)
   bool every_layer_windowed = false;  // then blocks behind the window are released...
   int64_t kv_tokens_per_request = 0;  // ...and a full-length request holds at most this many tokens
@@ -128,6 +130,8 @@ class Engine {
   // logits start at `logits`. Returns where the next chunk's logits start.
   const float* advance(const ScheduledChunk& chunk, const float* logits);
   void finish(Sequence* seq, FinishReason reason, std::string error = {}, Event event = {});
+  // Hands an event to the request's sink; a sink that throws ends the request, not the loop.
+  void deliver(Sequence& seq, Event event);
   // Capture buffer, head mask and prompt-score slots for a request that asked for them.
   void prepare_inspection(Sequence* seq) const;
   // After a forward step: records the log-probabilities of the prompt tokens a chunk scored.

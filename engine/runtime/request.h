@@ -68,6 +68,10 @@ struct Request {
   SamplingParams sampling;
   InspectOptions inspect;
   std::string client_id;        // the caller's own id, echoed in logs
+  // Prefix-cache partition: requests share cached blocks only with requests of the same salt,
+  // so one tenant cannot learn another's prompts from how fast its own are answered ("" = the
+  // common partition). Front ends put the tenant in it.
+  std::string cache_salt;
   // Abort on its own once this much time has passed since submit (0 = no deadline).
   int64_t deadline_ms = 0;
   Priority priority = Priority::kInteractive;

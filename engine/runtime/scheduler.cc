@@ -13,7 +13,7 @@ Scheduler::Scheduler(const SchedulerOptions& options, BlockAllocator& allocator,
 // there are logits to sample from.
 void Scheduler::attach_cached_prefix(Sequence* seq) {
   const int64_t limit = static_cast<int64_t>(seq->tokens.size()) - 1;
-  uint64_t parent = 0;
+  uint64_t parent = seq->prefix_root;
   for (int64_t i = 0; (i + 1) * block_size_ <= limit; ++i) {
     const int32_t* toks = seq->tokens.data() + i * block_size_;
     const uint64_t h = block_hash(parent, toks, block_size_);
@@ -37,7 +37,7 @@ void Scheduler::register_computed_blocks(Sequence* seq) {
   if (!prefix_caching_ || !seq->shares_cache) return;
   while (static_cast<int64_t>(seq->block_hashes.size() + 1) * block_size_ <= seq->num_computed) {
     const size_t i = seq->block_hashes.size();
-    const uint64_t parent = i ? seq->block_hashes.back() : 0;
+    const uint64_t parent = i ? seq->block_hashes.back() : seq->prefix_root;
     const int32_t* toks = seq->tokens.data() + i * block_size_;
     const uint64_t h = block_hash(parent, toks, block_size_);
     alloc_.register_block(seq->table.blocks()[i], h, parent, toks, block_size_);
@@ -70,8 +70,8 @@ std::string Scheduler::check_fits(int64_t prompt_len, int64_t max_total) const {
            std::to_string(options_.max_model_len);
   const int64_t blocks = max_blocks_held(max_total);
   if (blocks > alloc_.num_blocks())
-    return "request needs " + std::to_string(blocks) + " KV blocks at full length, the whole cache has " +
-           std::to_string(alloc_.num_blocks());
+    return "sampling.max_new_tokens: prompt + max_new_tokens (" + std::to_string(max_total) + " tokens) need " +
+           std::to_string(blocks) + " KV blocks at full length, the whole cache has " + std::to_string(alloc_.num_blocks());
   return {};
 }
 

@@ -32,6 +32,7 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   int32_t preemptions = 0;
   std::vector<uint64_t> block_hashes;  // chained hashes of the leading full, computed blocks
+  uint64_t prefix_root = 0;            // the chain's start: 0, or the hash of Request::cache_salt
   int32_t cached_prompt_tokens = 0;    // prompt tokens taken from the prefix cache at admission
   bool shares_cache = true;            // false: its KV never enters nor comes from the prefix cache
 

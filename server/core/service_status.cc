@@ -5,8 +5,9 @@ namespace kvserve {
 ServiceStatus submit_status(const SubmitResult& r) {
   switch (r.code) {
     case SubmitCode::kOk: return {};
-    case SubmitCode::kInvalidArgument: return {ServiceCode::kInvalidArgument, r.message};
-    case SubmitCode::kNeverFits:
+    // A request that can never fit is the request's fault, not a load to retry later.
+    case SubmitCode::kInvalidArgument:
+    case SubmitCode::kNeverFits: return {ServiceCode::kInvalidArgument, r.message};
     case SubmitCode::kOverloaded: return {ServiceCode::kResourceExhausted, r.message};
     case SubmitCode::kShuttingDown: return {ServiceCode::kUnavailable, r.message};
   }

@@ -55,6 +55,10 @@ void log_startup(const kvserve::Engine& engine) {
                m.kv_total_bytes >= (int64_t{1} << 30) ? fmt::format("{:.2f} GiB", m.kv_total_bytes / double(1 << 30))
                                                       : fmt::format("{:.1f} MiB", m.kv_total_bytes / double(1 << 20)));
   spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", m.max_model_len, m.max_concurrency);
+  if (m.max_request_tokens < m.max_model_len)
+    spdlog::warn("the KV cache ({} tokens) is smaller than one full-length request (max_model_len {}): no request "
+                 "may exceed {} tokens; raise cache.memory_bytes or lower scheduler.max_model_len",
+                 m.token_capacity, m.max_model_len, m.max_request_tokens);
   if (m.every_layer_windowed)
     spdlog::info("sliding window: every layer sees its last {} positions; blocks behind it are released, so a "
                  "request holds at most {} tokens of cache",
@@ -270,6 +274,9 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<kvserve::HttpServer> http;
+  if (cfg.server.http_listen.empty())
+    spdlog::info("OpenAI-compatible HTTP API off (server.http_listen is empty; e.g. --set "
+                 "server.http_listen=\"127.0.0.1:8000\")");
   if (!cfg.server.http_listen.empty()) {
     const std::string& hl = cfg.server.http_listen;
     const size_t colon = hl.rfind(':');
@@ -280,6 +287,11 @@ int main(int argc, char** argv) {
     ho.metrics_auth = cfg.server.metrics_auth;
     ho.tls_cert_pem = tls_cert;
     ho.tls_key_pem = tls_key;
+    ho.limits.header_timeout = std::chrono::milliseconds(cfg.server.http_header_timeout_ms);
+    ho.limits.body_timeout = std::chrono::milliseconds(cfg.server.http_body_timeout_ms);
+    ho.idle_timeout_s = cfg.server.http_idle_timeout_s;
+    ho.max_connections_per_client = cfg.server.http_max_connections_per_client;
+    ho.workers = cfg.server.http_workers;
     ho.model_ids.push_back(std::filesystem::path(cfg.engine.model.path).stem().string());
     if (!engine->model_info().name.empty()) ho.model_ids.push_back(engine->model_info().name);
     try {
@@ -288,6 +300,10 @@ int main(int argc, char** argv) {
       spdlog::info("OpenAI-compatible HTTP API on {}://{}:{}/v1 (model \"{}\"){}", tls_cert.empty() ? "http" : "https",
                    hl.substr(0, colon), hport,
                    ho.model_ids.front(), service.auth().enabled() ? ", bearer token required" : "");
+      spdlog::info("HTTP limits: headers within {} ms, body within {} ms, {} s without progress, {} connections per "
+                   "client address, {} body workers",
+                   cfg.server.http_header_timeout_ms, cfg.server.http_body_timeout_ms, cfg.server.http_idle_timeout_s,
+                   cfg.server.http_max_connections_per_client, cfg.server.http_workers);
       if (!cfg.server.port_file.empty()) std::ofstream(cfg.server.port_file + ".http") << hport << "\n";
     } catch (const std::exception& e) {
       spdlog::error("server.http_listen: cannot listen on {}: {}", hl, e.what());

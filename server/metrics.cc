@@ -4,6 +4,7 @@
 
 #include <microhttpd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -59,18 +60,19 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
 int MetricsServer::start(const std::string& host, int port) {
   const std::string where = host + ":" + std::to_string(port);
   BindAddress bind = resolve_bind_address(host, port);
-  sockaddr_storage& addr = bind.addr;
   const bool v6 = bind.v6;
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | (v6 ? MHD_USE_IPv6 : 0);
-  daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &on_request, this,
-                             MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
+  int bound_port = 0;
+  const int fd = listen_socket(bind, where, &bound_port);  // SO_REUSEADDR, never SO_REUSEPORT
+  daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &on_request, this, MHD_OPTION_LISTEN_SOCKET, fd,
                              MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
                              MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds,
-                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 0u,  // SO_REUSEADDR only: no shared port
                              MHD_OPTION_END);
-  if (!daemon_) throw std::runtime_error("cannot listen on " + where + " (in use, or not an address of this host)");
-  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
-  return info ? info->port : port;
+  if (!daemon_) {
+    close(fd);
+    throw std::runtime_error("cannot serve on " + where);
+  }
+  return bound_port;
 }
 
 void MetricsServer::stop() {

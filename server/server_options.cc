@@ -56,6 +56,28 @@ void resolve_config_paths(json& config, const std::string& config_file) {
   }
 }
 
+namespace {
+
+// The HTTP API's integer limits: name, range, and where each goes.
+struct HttpLimit {
+  int64_t lo, hi;
+  void (*set)(ServerOptions&, int64_t);
+};
+
+const std::map<std::string, HttpLimit>& http_limits() {
+  static const std::map<std::string, HttpLimit> limits = {
+      {"http_header_timeout_ms", {100, 3600000, [](ServerOptions& o, int64_t x) { o.http_header_timeout_ms = x; }}},
+      {"http_body_timeout_ms", {100, 3600000, [](ServerOptions& o, int64_t x) { o.http_body_timeout_ms = x; }}},
+      {"http_idle_timeout_s", {1, 86400, [](ServerOptions& o, int64_t x) { o.http_idle_timeout_s = static_cast<int32_t>(x); }}},
+      {"http_max_connections_per_client",
+       {1, 1024, [](ServerOptions& o, int64_t x) { o.http_max_connections_per_client = static_cast<int32_t>(x); }}},
+      {"http_workers", {1, 64, [](ServerOptions& o, int64_t x) { o.http_workers = static_cast<int32_t>(x); }}},
+  };
+  return limits;
+}
+
+}  // namespace
+
 ServeConfig serve_config_from_json(const json& config) {
   ServeConfig c;
   c.engine = engine_options_from_json(config);
@@ -101,6 +123,13 @@ ServeConfig serve_config_from_json(const json& config) {
         if (x < 1024 || x > (int64_t{1} << 30)) throw ConfigError(field + ": must be between 1 KiB and 1 GiB");
         c.server.max_message_bytes = static_cast<int32_t>(x);
       }
+    } else if (auto lim = http_limits().find(k); lim != http_limits().end()) {
+      if (!v.is_number_integer()) throw ConfigError(field + ": expected an integer, got " + v.dump());
+      const int64_t x = v.get<int64_t>();
+      const HttpLimit& l = lim->second;
+      if (x < l.lo || x > l.hi)
+        throw ConfigError(field + ": must be between " + std::to_string(l.lo) + " and " + std::to_string(l.hi));
+      l.set(c.server, x);
     } else {
       throw ConfigError(field + ": unknown field");
     }

@@ -24,6 +24,13 @@ struct ServerOptions {
   std::string metrics_listen;              // HOST:PORT of the Prometheus /metrics endpoint; "" = off
   std::string http_listen;                 // HOST:PORT of the OpenAI-compatible HTTP API; "" = off
   bool metrics_auth = false;               // with auth_token_file: /metrics needs a bearer token too
+  // HTTP API limits against clients that hold connections without finishing a request:
+  int64_t http_header_timeout_ms = 10000;  // connection start (or the last reply) to complete headers;
+                                           // so also how long an idle keep-alive connection stays
+  int64_t http_body_timeout_ms = 30000;    // complete headers to complete body
+  int32_t http_idle_timeout_s = 60;        // no progress sending a reply its client does not read
+  int32_t http_max_connections_per_client = 512;  // open connections from one client address
+  int32_t http_workers = 2;                // threads that parse and tokenize request bodies
   // gRPC server reflection: "auto" (on without auth_token_file, off with it: gRPC's reflection
   // service cannot check a bearer token, so it would describe the API to anyone), "on", "off".
   std::string reflection = "auto";

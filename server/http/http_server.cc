@@ -1,52 +1,68 @@
 #include "http/http_server.h"
 
 #include <microhttpd.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "core/json_body.h"
 #include "core/log_text.h"
 #include "core/request_input.h"
 #include "core/service_status.h"
 #include "core/request_ids.h"
 #include "http/mhd_address.h"
 #include "http/openai_api.h"
+#include "http/openai_routes.h"
 
 namespace kvserve {
 namespace {
 
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
 
 // One running completion: the engine's sink. Events arrive on the engine's loop thread; the
 // connection is parked (suspended) while there is nothing to send, and each event resumes it.
 class CompletionStream final : public ResultSink {
  public:
-  CompletionStream(CompletionWriter writer, bool stream, bool include_usage, ServerMetrics& metrics)
-      : writer_(std::move(writer)), stream_(stream), include_usage_(include_usage), server_metrics_(metrics),
-        stream_metrics_(metrics) {}
+  CompletionStream(CompletionWriter writer, bool stream, bool include_usage, ServerMetrics& metrics,
+                   const std::atomic<bool>& draining)
+      : writer_(std::move(writer)), stream_(stream), include_usage_(include_usage), stream_metrics_(metrics),
+        draining_(draining) {}
 
+  // Never throws onto the engine's thread: what cannot be written ends the reply with an error.
   void on_event(Event event) override {
     MHD_Connection* resume = nullptr;
     {
       std::lock_guard lock(mu_);
-      stream_metrics_.observe(event);
-      if (stream_)
-        pending_ += writer_.stream_event(event, include_usage_);
-      else
-        writer_.add(event);
-      if (event.completion) {
-        done_ = true;
-        server_metrics_.observe_completion(*event.completion);
+      try {
+        stream_metrics_.observe(event);
+        if (event.completion) {
+          completion_ = *event.completion;
+          status_ = completion_status(*event.completion, draining_);
+        }
+        if (stream_)
+          pending_ += writer_.stream_event(event, include_usage_, status_);
+        else
+          writer_.add(event);
+      } catch (const std::exception& e) {
+        status_ = {ServiceCode::kInternal, std::string("the reply could not be written: ") + valid_utf8(e.what())};
+        if (stream_) pending_ += "data: " + json_text(openai_error(status_)) + "\n\ndata: [DONE]\n\n";
+        failed_ = true;
       }
+      if (event.completion || failed_) done_ = true;
       if (suspended_ && connection_) {
         suspended_ = false;
         resume = connection_;
       }
     }
     if (resume) MHD_resume_connection(resume);
+    // A write that failed ends the generation too (the engine is told once, by the server).
   }
 
   // For the SSE reader: bytes to send now, 0 (and the connection parked) when none yet, or
@@ -76,9 +92,20 @@ class CompletionStream final : public ResultSink {
     std::lock_guard lock(mu_);
     return done_;
   }
-  json body() const {
+  // The whole reply once done: 200 and the body, or the error that ended it.
+  std::pair<unsigned, std::string> whole_reply() const {
     std::lock_guard lock(mu_);
-    return writer_.body();
+    if (!status_.ok()) return {http_status_of(status_.code), json_text(openai_error(status_))};
+    return {200, json_text(writer_.body())};
+  }
+  // For the log line: how it ended.
+  std::optional<Completion> completion() const {
+    std::lock_guard lock(mu_);
+    return completion_;
+  }
+  ServiceStatus status() const {
+    std::lock_guard lock(mu_);
+    return status_;
   }
   void attach(MHD_Connection* c) {
     std::lock_guard lock(mu_);
@@ -93,10 +120,12 @@ class CompletionStream final : public ResultSink {
   mutable std::mutex mu_;
   CompletionWriter writer_;
   bool stream_, include_usage_;
-  ServerMetrics& server_metrics_;
   StreamMetrics stream_metrics_;
+  const std::atomic<bool>& draining_;
   std::string pending_;
-  bool done_ = false, suspended_ = false;
+  bool done_ = false, suspended_ = false, failed_ = false;
+  std::optional<Completion> completion_;
+  ServiceStatus status_;
   MHD_Connection* connection_ = nullptr;
 };
 
@@ -105,16 +134,26 @@ class CompletionStream final : public ResultSink {
 struct HttpServer::Call {
   std::string method, url, body;
   bool too_big = false;
-  bool answered = false;
+  ConnectionWatch::Conn* conn = nullptr;
+  Clock::time_point started = Clock::now();
+  std::string tenant;
+  // A POST handed to the workers: their answer, read once the connection is resumed.
+  std::mutex mu;
+  bool working = false, ready = false;
+  RouteOutcome outcome;
+  // A running completion.
   std::shared_ptr<CompletionStream> stream;
+  std::string request_id;
   uint64_t engine_id = 0;
   bool streaming = false;
+  bool logged = false;
 };
 
 namespace {
 
 MHD_Result reply(MHD_Connection* c, unsigned status, const std::string& content_type, const std::string& body) {
   MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (!r) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type.c_str());
   if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
   const MHD_Result result = MHD_queue_response(c, status, r);
@@ -123,7 +162,7 @@ MHD_Result reply(MHD_Connection* c, unsigned status, const std::string& content_
 }
 
 MHD_Result reply_json(MHD_Connection* c, unsigned status, const json& body) {
-  return reply(c, status, "application/json", body.dump());
+  return reply(c, status, "application/json", json_text(body));
 }
 
 MHD_Result reply_error(MHD_Connection* c, const ServiceStatus& s) {
@@ -134,6 +173,11 @@ ssize_t read_stream(void* cls, uint64_t, char* buf, size_t max) {
   return static_cast<CompletionStream*>(cls)->read(buf, max);
 }
 
+ConnectionWatch::Conn* conn_of(MHD_Connection* c) {
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return info ? static_cast<ConnectionWatch::Conn*>(info->socket_context) : nullptr;
+}
+
 MHD_Result on_request(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
                       const char* upload, size_t* upload_size, void** state) {
   auto* server = static_cast<HttpServer*>(cls);
@@ -141,6 +185,8 @@ MHD_Result on_request(void* cls, MHD_Connection* c, const char* url, const char*
     auto* call = new HttpServer::Call;
     call->method = method;
     call->url = url;
+    call->conn = conn_of(c);
+    if (call->conn) server->watch().headers_done(call->conn);
     *state = call;
     return MHD_YES;
   }
@@ -151,6 +197,7 @@ MHD_Result on_request(void* cls, MHD_Connection* c, const char* url, const char*
       if (static_cast<int64_t>(call.body.size() + *upload_size) > server->max_body_bytes()) {
         call.too_big = true;
         call.body.clear();
+        call.body.shrink_to_fit();
       } else {
         call.body.append(upload, *upload_size);
       }
@@ -158,53 +205,86 @@ MHD_Result on_request(void* cls, MHD_Connection* c, const char* url, const char*
     *upload_size = 0;
     return MHD_YES;
   }
-  return server->handle(c, call) ? MHD_YES : MHD_NO;
+  if (call.conn) server->watch().body_done(call.conn);
+  // Nothing a request does may end the process: what was not foreseen is a 500 for it alone.
+  try {
+    return server->handle(c, call) ? MHD_YES : MHD_NO;
+  } catch (const std::exception& e) {
+    spdlog::error("http {} {}: {}", log_escape(call.method), log_escape(call.url), log_escape(e.what()));
+    return reply_error(c, {ServiceCode::kInternal, "internal error"});
+  }
 }
 
-void on_completed(void* cls, MHD_Connection*, void** state, MHD_RequestTerminationCode) {
+void on_completed(void* cls, MHD_Connection* c, void** state, MHD_RequestTerminationCode) {
+  auto* server = static_cast<HttpServer*>(cls);
+  if (ConnectionWatch::Conn* conn = conn_of(c)) server->watch().reply_done(conn);
   if (!*state) return;
   auto* call = static_cast<HttpServer::Call*>(*state);
-  static_cast<HttpServer*>(cls)->finished(*call);
+  server->finished(*call);
   delete call;
   *state = nullptr;
 }
 
+void on_connection(void* cls, MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code) {
+  auto* server = static_cast<HttpServer*>(cls);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = server->watch().opened(info ? info->connect_fd : -1);
+  } else if (*socket_context) {
+    server->watch().closed(static_cast<ConnectionWatch::Conn*>(*socket_context));
+    *socket_context = nullptr;
+  }
+}
+
+// Probes and scrapes come many times a second from gateways: logged at debug, not info.
+bool quiet_route(const std::string& url) { return url == "/health" || url == "/metrics" || url == "/ready"; }
+
 }  // namespace
 
 HttpServer::HttpServer(Engine& engine, const BearerAuth& auth, ServerMetrics& metrics, HttpOptions options)
-    : engine_(engine), auth_(auth), metrics_(metrics), options_(std::move(options)) {}
+    : engine_(engine), auth_(auth), metrics_(metrics), options_(std::move(options)), watch_(options_.limits),
+      workers_(options_.workers) {}
 
 HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::start(const std::string& host, int port) {
+  const std::string where = host + ":" + std::to_string(port);
   BindAddress bind = resolve_bind_address(host, port);
   const bool tls = !options_.tls_cert_pem.empty();
   if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
     throw std::runtime_error("this libmicrohttpd has no TLS: serve the HTTP API behind a TLS proxy");
+  int bound_port = 0;
+  const int fd = listen_socket(bind, where, &bound_port);
   const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | (bind.v6 ? MHD_USE_IPv6 : 0) |
                          (tls ? MHD_USE_TLS : 0);
   std::vector<MHD_OptionItem> opts = {
-      {MHD_OPTION_SOCK_ADDR, 0, &bind.addr},
+      {MHD_OPTION_LISTEN_SOCKET, fd, nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
-      {MHD_OPTION_CONNECTION_TIMEOUT, 300, nullptr},  // idle keep-alive connections
+      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, options_.max_connections_per_client, nullptr},
+      // Inactivity: a reply its client does not read. Arrival is the watch's (header/body deadlines).
+      {MHD_OPTION_CONNECTION_TIMEOUT, options_.idle_timeout_s, nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&on_completed), this},
-      {MHD_OPTION_LISTENING_ADDRESS_REUSE, 0, nullptr},  // SO_REUSEADDR only: no shared port
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&on_connection), this},
   };
   if (tls) {  // the same certificate and key as gRPC (server.tls_cert_file, server.tls_key_file)
     opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(options_.tls_cert_pem.c_str())});
     opts.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(options_.tls_key_pem.c_str())});
   }
   opts.push_back({MHD_OPTION_END, 0, nullptr});
-  daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &on_request, this, MHD_OPTION_ARRAY,
-                             opts.data(), MHD_OPTION_END);
-  if (!daemon_)
-    throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) +
-                             " (in use, or not an address of this host" + (tls ? ", or the certificate is bad" : "") + ")");
-  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
-  return info ? info->port : port;
+  daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &on_request, this, MHD_OPTION_ARRAY, opts.data(),
+                             MHD_OPTION_END);
+  if (!daemon_) {
+    close(fd);
+    throw std::runtime_error("cannot serve on " + where + (tls ? " (is the certificate good?)" : ""));
+  }
+  watch_.start();
+  return bound_port;
 }
 
 void HttpServer::stop() {
+  // The workers first: each resumes the connection it holds, so none is left suspended.
+  workers_.stop();
+  watch_.stop();
   if (daemon_) MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
 }
@@ -214,23 +294,54 @@ void HttpServer::finished(Call& call) {
   call.stream->detach();
   // The client went away before the end: the request stops at the next step, its blocks freed.
   if (!call.stream->done()) engine_.cancel(call.engine_id);
+  const std::optional<Completion> c = call.stream->completion();
+  const ServiceStatus st = call.stream->status();
+  spdlog::info("request {} done (http {}): prompt {} tokens, output {} tokens, ttft {:.3f} s, total {:.3f} s, {} ({})",
+               log_escape(call.request_id), log_escape(call.url), c ? c->prompt_tokens : 0,
+               c ? c->completion_tokens : 0, c ? c->time_to_first_token_s : 0.0,
+               std::chrono::duration<double>(Clock::now() - call.started).count(),
+               c ? finish_reason_name(c->reason) : "client gone", st.ok() ? "OK" : log_escape(st.message));
+}
+
+bool HttpServer::reply_logged(MHD_Connection* c, Call& call, unsigned status, const std::string& body) {
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - call.started).count();
+  const std::string id = call.tenant.empty() ? std::string("-") : log_escape(call.tenant);
+  if (quiet_route(call.url))
+    spdlog::debug("http {} {} {} {:.1f} ms", log_escape(call.method), log_escape(call.url), status, ms);
+  else
+    spdlog::info("http {} {} {} {:.1f} ms (tenant {})", log_escape(call.method), log_escape(call.url), status, ms, id);
+  return reply(c, status, "application/json", body) == MHD_YES;
 }
 
 bool HttpServer::handle(MHD_Connection* c, Call& call) {
   // A parked non-streamed completion, resumed by its final event.
   if (call.stream && !call.streaming) {
     if (!call.stream->done()) return call.stream->park_unless_done() || handle(c, call);
-    return reply_json(c, 200, call.stream->body()) == MHD_YES;
+    const auto [status, body] = call.stream->whole_reply();
+    return reply(c, status, "application/json", body) == MHD_YES;
+  }
+  // A POST the workers have answered.
+  if (call.working) {
+    RouteOutcome out;
+    {
+      std::lock_guard lock(call.mu);
+      if (!call.ready) return true;  // a spurious resume: still theirs
+      out = std::move(call.outcome);
+      call.working = false;
+    }
+    if (!out.completion) return reply_logged(c, call, out.status, out.body);
+    if (draining_) return reply_logged(c, call, 503, json_text(openai_error({ServiceCode::kUnavailable, "the server is shutting down"})));
+    return start_completion(c, call, std::move(*out.completion), out.chat);
   }
   if (call.too_big || static_cast<int64_t>(call.body.size()) > options_.max_body_bytes)
-    return reply_json(c, 413,
-                      openai_error({ServiceCode::kInvalidArgument,
-                                    "body: larger than " + std::to_string(options_.max_body_bytes) + " bytes"})) ==
-           MHD_YES;
+    return reply_logged(c, call, 413,
+                        json_text(openai_error({ServiceCode::kInvalidArgument,
+                                                "body: larger than " + std::to_string(options_.max_body_bytes) + " bytes"})));
   const char* authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
   std::optional<std::string_view> header;
   if (authorization) header = std::string_view(authorization);
   const std::optional<std::string> tenant = auth_.tenant(header);
+  if (tenant) call.tenant = *tenant;
   const std::string& url = call.url;
   const bool get = call.method == "GET" || call.method == "HEAD", post = call.method == "POST";
 
@@ -244,83 +355,74 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     return reply(c, 200, "text/plain; version=0.0.4", metrics_.render(engine_.stats())) == MHD_YES;
   }
   if (!tenant)
-    return reply_error(c, {ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)}) == MHD_YES;
-  if (url == "/v1/models") {
+    return reply_logged(c, call, 401,
+                        json_text(openai_error({ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)})));
+  if (url == "/v1/models" || url.rfind("/v1/models/", 0) == 0) {
     if (!get) return reply(c, 405, "text/plain", "method not allowed: use GET\n") == MHD_YES;
     const json model = {{"id", options_.model_ids.front()}, {"object", "model"}, {"created", 0},
                         {"owned_by", "kvserve"}, {"max_model_len", engine_.model_info().max_model_len}};
-    return reply_json(c, 200, {{"object", "list"}, {"data", json::array({model})}}) == MHD_YES;
+    if (url == "/v1/models") return reply_logged(c, call, 200, json_text({{"object", "list"}, {"data", json::array({model})}}));
+    // GET /v1/models/{id}: the model under any name it answers to.
+    const std::string id = url.substr(std::string("/v1/models/").size());
+    if (std::find(options_.model_ids.begin(), options_.model_ids.end(), id) == options_.model_ids.end())
+      return reply_logged(c, call, 404,
+                          json_text(openai_error({ServiceCode::kNotFound, "model: '" + log_escape(id) + "' is not served here"})));
+    return reply_logged(c, call, 200, json_text(model));
   }
-  const bool known = url == "/v1/completions" || url == "/v1/chat/completions" || url == "/tokenize" ||
-                     url == "/detokenize" || url == "/apply-template";
-  if (!known) return reply_error(c, {ServiceCode::kNotFound, "url: no such endpoint: " + log_escape(url)}) == MHD_YES;
+  if (!is_post_route(url))
+    return reply_logged(c, call, 404, json_text(openai_error({ServiceCode::kNotFound, "url: no such endpoint: " + log_escape(url)})));
   if (!post) return reply(c, 405, "text/plain", "method not allowed: use POST\n") == MHD_YES;
-  json body;
-  try {
-    body = json::parse(call.body);
-  } catch (const json::parse_error& e) {
-    return reply_error(c, {ServiceCode::kInvalidArgument, std::string("body: not valid JSON: ") + e.what()}) == MHD_YES;
-  }
-  const Tokenizer& tok = engine_.tokenizer();
-  if (url == "/tokenize") {
-    if (!body.is_object() || !body.contains("prompt") || !body["prompt"].is_string())
-      return reply_error(c, {ServiceCode::kInvalidArgument, "prompt: required, a string"}) == MHD_YES;
-    std::vector<int32_t> ids;
-    const bool add_special = !body.contains("add_special") || body["add_special"] == true;
-    const ServiceStatus st = resolve_prompt(body["prompt"].get<std::string>(), {}, tok, &ids);
-    if (!st.ok()) return reply_error(c, st) == MHD_YES;
-    if (!add_special && !ids.empty() && tok.adds_bos() && ids.front() == tok.bos_id()) ids.erase(ids.begin());
-    return reply_json(c, 200, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_.model_info().max_model_len}}) ==
-           MHD_YES;
-  }
-  if (url == "/detokenize") {
-    if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
-      return reply_error(c, {ServiceCode::kInvalidArgument, "tokens: required, an array of token ids"}) == MHD_YES;
-    std::vector<int32_t> ids;
-    for (const json& t : body["tokens"]) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.vocab_size())
-        return reply_error(c, {ServiceCode::kInvalidArgument, "tokens: " + t.dump() + " is not a token id"}) == MHD_YES;
-      ids.push_back(t.get<int32_t>());
+  const bool completion = url == "/v1/completions" || url == "/v1/chat/completions";
+  if (completion && draining_)
+    return reply_logged(c, call, 503, json_text(openai_error({ServiceCode::kUnavailable, "the server is shutting down"})));
+  // Parsing, validating and tokenizing run on a worker: a megabyte prompt must not stall the
+  // connection thread that every other client shares.
+  call.working = true;
+  MHD_suspend_connection(c);
+  workers_.post([this, &call, c] {
+    const ModelInfo& m = engine_.model_info();
+    RouteOutcome out = answer_post(call.url, call.body, {engine_.tokenizer(), engine_.chat_template(), options_.model_ids,
+                                                         m.max_model_len, m.max_request_tokens});
+    {
+      std::lock_guard lock(call.mu);
+      call.outcome = std::move(out);
+      call.ready = true;
+      call.body.clear();
+      call.body.shrink_to_fit();
     }
-    return reply_json(c, 200, {{"prompt", tok.decode(ids)}}) == MHD_YES;
-  }
-  if (url == "/apply-template") {
-    std::string prompt;
-    const ServiceStatus st = apply_template(body, engine_.chat_template(), &prompt);
-    if (!st.ok()) return reply_error(c, st) == MHD_YES;
-    return reply_json(c, 200, {{"prompt", prompt}}) == MHD_YES;
-  }
-  if (draining_) return reply_error(c, {ServiceCode::kUnavailable, "the server is shutting down"}) == MHD_YES;
-  call.body.clear();
-  return start_completion(c, call, body, *tenant, url == "/v1/chat/completions");
+    MHD_resume_connection(c);
+  });
+  return true;
 }
 
-bool HttpServer::start_completion(MHD_Connection* c, Call& call, const json& body, const std::string& tenant,
-                                  bool chat) {
-  CompletionCall cc;
-  ServiceStatus st = chat ? parse_chat_request(body, engine_.tokenizer(), options_.model_ids, engine_.chat_template(),
-                                               engine_.model_info().max_model_len, &cc)
-                          : parse_completion_request(body, engine_.tokenizer(), options_.model_ids, &cc);
-  if (!st.ok()) return reply_error(c, st) == MHD_YES;
+bool HttpServer::start_completion(MHD_Connection* c, Call& call, CompletionCall cc, bool chat) {
   std::string id = random_request_id();
+  const std::string& tenant = call.tenant;
   cc.request.client_id = (tenant.empty() ? "" : tenant + "/") + id;
+  // Tenants never share prefix-cache blocks (the request's own cache_salt partitions further).
+  if (!tenant.empty()) cc.request.cache_salt = tenant + '\x1f' + cc.request.cache_salt;
   const int64_t created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto stream = std::make_shared<CompletionStream>(
       CompletionWriter((chat ? "chatcmpl-" : "cmpl-") + id.substr(4), options_.model_ids.front(), created,
                        engine_.tokenizer(), cc.logprobs, chat),
-      cc.stream, cc.include_usage, metrics_);
+      cc.stream, cc.include_usage, metrics_, draining_);
   stream->attach(c);
   const SubmitResult r = engine_.submit(std::move(cc.request), stream);
   if (!r.ok()) {
     ServiceStatus s = submit_status(r);
     s.message = openai_field_message(s.message);
-    return reply_error(c, s) == MHD_YES;
+    return reply_logged(c, call, http_status_of(s.code), json_text(openai_error(s)));
   }
   call.stream = stream;
+  call.request_id = id;
   call.engine_id = r.id;
   call.streaming = cc.stream;
-  if (!cc.stream) return stream->park_unless_done() || handle(c, call);
+  if (!cc.stream) {
+    // A whole reply waits parked; if its client closes meanwhile, the generation is cancelled.
+    if (call.conn) watch_.watch_reply(call.conn, [engine = &engine_, eid = r.id] { engine->cancel(eid); });
+    return stream->park_unless_done() || handle(c, call);
+  }
   MHD_Response* resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, &read_stream, stream.get(), nullptr);
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");

@@ -16,6 +16,9 @@
 
 #include "core/bearer_auth.h"
 #include "core/metrics.h"
+#include "http/connection_watch.h"
+#include "http/openai_api.h"
+#include "http/work_pool.h"
 #include "runtime/engine.h"
 
 struct MHD_Daemon;
@@ -28,6 +31,10 @@ struct HttpOptions {
   std::vector<std::string> model_ids;  // names the "model" field may use; the first is listed
   bool metrics_auth = false;           // /metrics needs a bearer token too
   std::string tls_cert_pem, tls_key_pem;  // both set: HTTPS with them (the gRPC port's certificate)
+  WatchLimits limits;                  // header and body deadlines (server.http_*_timeout_ms)
+  int32_t idle_timeout_s = 60;         // no progress on a connection that has a reply to send
+  int32_t max_connections_per_client = 512;  // per client address (server.http_max_connections_per_client)
+  int32_t workers = 2;                 // threads that parse and tokenize bodies (server.http_workers)
 };
 
 class HttpServer {
@@ -50,16 +57,20 @@ class HttpServer {
   // A request ended (answered, or its client went away): a generation still running is cancelled.
   void finished(Call& call);
   int64_t max_body_bytes() const { return options_.max_body_bytes; }
+  ConnectionWatch& watch() { return watch_; }
 
  private:
-  bool start_completion(MHD_Connection* c, Call& call, const nlohmann::json& body, const std::string& tenant,
-                        bool chat);
+  bool answer(MHD_Connection* c, Call& call);
+  bool start_completion(MHD_Connection* c, Call& call, CompletionCall cc, bool chat);
+  bool reply_logged(MHD_Connection* c, Call& call, unsigned status, const std::string& body);
 
   Engine& engine_;
   const BearerAuth& auth_;
   ServerMetrics& metrics_;
   HttpOptions options_;
   std::atomic<bool> draining_{false};
+  ConnectionWatch watch_;
+  WorkPool workers_;
   MHD_Daemon* daemon_ = nullptr;
 };
 

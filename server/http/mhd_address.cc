@@ -1,6 +1,10 @@
 #include "http/mhd_address.h"
 
 #include <netdb.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <stdexcept>
@@ -22,6 +26,26 @@ BindAddress resolve_bind_address(const std::string& host, int port) {
   b.v6 = found->ai_family == AF_INET6;
   freeaddrinfo(found);
   return b;
+}
+
+int listen_socket(const BindAddress& bind, const std::string& where, int* bound_port) {
+  const int fd = socket(bind.v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw std::runtime_error("cannot listen on " + where + ": socket: " + std::strerror(errno));
+  const int one = 1;
+  const socklen_t len = bind.v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      ::bind(fd, reinterpret_cast<const sockaddr*>(&bind.addr), len) != 0 || listen(fd, SOMAXCONN) != 0) {
+    const int err = errno;
+    close(fd);
+    throw std::runtime_error("cannot listen on " + where + ": " + std::strerror(err) +
+                             (err == EADDRINUSE ? " (another server holds the port)" : ""));
+  }
+  sockaddr_storage actual{};
+  socklen_t actual_len = sizeof(actual);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&actual), &actual_len);
+  *bound_port = ntohs(actual.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&actual)->sin6_port
+                                                   : reinterpret_cast<sockaddr_in*>(&actual)->sin_port);
+  return fd;
 }
 
 }  // namespace kvserve

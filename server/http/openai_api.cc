@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/json_body.h"
 #include "core/request_input.h"
 #include "text/utf8.h"
 
@@ -21,12 +22,12 @@ bool number(const json& body, const char* key, T& out, double lo, double hi, Ser
   if (it == body.end() || it->is_null()) return true;
   if (!it->is_number() || (std::is_integral_v<T> && !it->is_number_integer())) {
     *error = invalid(std::string(key) + ": expected " + (std::is_integral_v<T> ? "an integer" : "a number") +
-                     ", got " + it->dump());
+                     ", got " + json_brief(*it));
     return false;
   }
   const double v = it->get<double>();
   if (!(v >= lo && v <= hi)) {
-    *error = invalid(std::string(key) + ": " + it->dump() + " is out of range");
+    *error = invalid(std::string(key) + ": " + json_brief(*it) + " is out of range");
     return false;
   }
   if constexpr (std::is_integral_v<T>)
@@ -36,12 +37,36 @@ bool number(const json& body, const char* key, T& out, double lo, double hi, Ser
   return true;
 }
 
+// One chat message as OpenAI defines it: a string role; content absent, null, a string, or an
+// array of parts, each {"type": "text", "text": "..."}. Other part types (images, audio) are
+// refused by name rather than dropped: a text model cannot honour them.
+ServiceStatus check_message(const json& msg, const std::string& where) {
+  if (!msg.is_object()) return invalid(where + ": expected an object");
+  auto role = msg.find("role");
+  if (role == msg.end() || !role->is_string()) return invalid(where + ".role: required, a string");
+  auto content = msg.find("content");
+  if (content == msg.end() || content->is_null() || content->is_string()) return {};
+  if (!content->is_array()) return invalid(where + ".content: expected a string, null or an array of parts");
+  for (size_t i = 0; i < content->size(); ++i) {
+    const json& part = (*content)[i];
+    const std::string at = where + ".content[" + std::to_string(i) + "]";
+    if (!part.is_object()) return invalid(at + ": expected an object");
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string()) return invalid(at + ".type: required, a string");
+    if (*type != "text")
+      return invalid(at + ".type: '" + type->get<std::string>() + "' is not supported (this model reads text parts only)");
+    auto text = part.find("text");
+    if (text == part.end() || !text->is_string()) return invalid(at + ".text: required, a string");
+  }
+  return {};
+}
+
 ServiceStatus check_model(const json& body, const std::vector<std::string>& model_ids) {
   if (!body.is_object()) return invalid("body: expected a JSON object");
   auto model = body.find("model");
   if (model == body.end() || !model->is_string()) return invalid("model: required, a string");
   if (std::find(model_ids.begin(), model_ids.end(), model->get<std::string>()) == model_ids.end())
-    return {ServiceCode::kNotFound, "model: '" + model->get<std::string>() + "' is not served here (GET /v1/models)"};
+    return {ServiceCode::kNotFound, "model: " + json_brief(*model) + " is not served here (GET /v1/models)"};
   return {};
 }
 
@@ -62,12 +87,12 @@ ServiceStatus parse_sampling(const json& body, CompletionCall* out) {
     return e;
   if (s.top_k == -1) s.top_k = 0;  // vLLM's "all"
   if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer()) return invalid("seed: expected an integer, got " + it->dump());
+    if (!it->is_number_integer()) return invalid("seed: expected an integer, got " + json_brief(*it));
     s.seed = static_cast<uint64_t>(it->get<int64_t>());
   }
   int32_t n = 1;
   if (!number(body, "n", n, 1, 1, &e)) return invalid("n: only 1 completion per request is served, got " +
-                                                      body["n"].dump());
+                                                      json_brief(body["n"]));
   if (auto it = body.find("echo"); it != body.end() && it->is_boolean() && it->get<bool>())
     return invalid("echo: true is not supported");
   if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
@@ -98,6 +123,11 @@ ServiceStatus parse_sampling(const json& body, CompletionCall* out) {
   if (auto it = body.find("stream_options"); it != body.end() && it->is_object())
     if (auto u = it->find("include_usage"); u != it->end() && u->is_boolean()) c.include_usage = u->get<bool>();
   if (auto it = body.find("user"); it != body.end() && it->is_string()) c.request.client_id = it->get<std::string>();
+  if (auto it = body.find("cache_salt"); it != body.end() && !it->is_null()) {  // vLLM's field
+    if (!it->is_string() || it->get_ref<const std::string&>().empty() || it->get_ref<const std::string&>().size() > 1024)
+      return invalid("cache_salt: expected a string of 1 to 1024 bytes");
+    c.request.cache_salt = it->get<std::string>();
+  }
 
   return {};
 }
@@ -154,9 +184,8 @@ ServiceStatus apply_template(const json& body, const ChatTemplate& chat_template
   if (!body.is_object()) return invalid("body: expected a JSON object");
   auto m = body.find("messages");
   if (m == body.end() || !m->is_array() || m->empty()) return invalid("messages: required, a non-empty array");
-  for (const json& msg : *m)
-    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
-      return invalid("messages: each message needs a string role");
+  for (size_t i = 0; i < m->size(); ++i)
+    if (ServiceStatus st = check_message((*m)[i], "messages[" + std::to_string(i) + "]"); !st.ok()) return st;
   bool gen = true;
   if (auto g = body.find("add_generation_prompt"); g != body.end() && g->is_boolean()) gen = g->get<bool>();
   try {
@@ -169,7 +198,7 @@ ServiceStatus apply_template(const json& body, const ChatTemplate& chat_template
 
 ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
                                  const std::vector<std::string>& model_ids, const ChatTemplate& chat_template,
-                                 int32_t max_model_len, CompletionCall* out) {
+                                 int32_t max_request_tokens, CompletionCall* out) {
   if (ServiceStatus st = check_model(body, model_ids); !st.ok()) return st;
   json fields = body;
   // Chat's logprobs is a boolean, with top_logprobs beside it.
@@ -194,7 +223,8 @@ ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
   c.request.prompt = tokenizer.encode(prompt, false, true);
   if (c.request.prompt.empty()) return invalid("messages: the rendered prompt is empty");
   if (!body.contains("max_tokens") && !body.contains("max_completion_tokens"))  // as much as the context leaves
-    c.request.sampling.max_new_tokens = std::max<int32_t>(1, max_model_len - static_cast<int32_t>(c.request.prompt.size()));
+    c.request.sampling.max_new_tokens =
+        std::max<int32_t>(1, max_request_tokens - static_cast<int32_t>(c.request.prompt.size()));
   return {};
 }
 
@@ -271,8 +301,10 @@ json CompletionWriter::logprobs_of(const Event& e) const {
   if (logprobs_ < 0) return nullptr;
   if (chat_) {  // chat's shape: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}
     const auto entry = [&](int32_t token, float logprob) {
-      const std::string text = tokenizer_.token_bytes(token);
-      return json{{"token", text}, {"logprob", logprob}, {"bytes", std::vector<uint8_t>(text.begin(), text.end())}};
+      // A byte token's bytes can be half a character: "token" is the text with U+FFFD in their
+      // place (as the streamed text has), "bytes" the exact bytes.
+      const std::string bytes = tokenizer_.token_bytes(token);
+      return json{{"token", valid_utf8(bytes)}, {"logprob", logprob}, {"bytes", std::vector<uint8_t>(bytes.begin(), bytes.end())}};
     };
     json content = json::array();
     for (const TokenLogprob& t : e.logprobs) {
@@ -286,31 +318,32 @@ json CompletionWriter::logprobs_of(const Event& e) const {
   json lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
              {"text_offset", json::array()}};
   for (const TokenLogprob& t : e.logprobs) {
-    lp["tokens"].push_back(tokenizer_.token_bytes(t.token));
+    lp["tokens"].push_back(valid_utf8(tokenizer_.token_bytes(t.token)));
     lp["token_logprobs"].push_back(t.logprob);
     json top = json::object();
-    for (const auto& [tok, p] : t.top) top[tokenizer_.token_bytes(tok)] = p;
+    for (const auto& [tok, p] : t.top) top[valid_utf8(tokenizer_.token_bytes(tok))] = p;
     lp["top_logprobs"].push_back(top);
     lp["text_offset"].push_back(text_.size());
   }
   return lp;
 }
 
-std::string CompletionWriter::stream_event(const Event& event, bool include_usage) {
+std::string CompletionWriter::stream_event(const Event& event, bool include_usage, const ServiceStatus& ended) {
   std::string out;
   if (!event.text.empty() || !event.logprobs.empty() || (chat_ && !role_sent_)) {
-    out += "data: " + chunk(event.text, logprobs_of(event), nullptr).dump() + "\n\n";
+    out += "data: " + json_text(chunk(event.text, logprobs_of(event), nullptr)) + "\n\n";
     role_sent_ = true;
   }
   text_ += event.text;
   if (!event.completion) return out;
   completion_ = *event.completion;
-  out += "data: " + chunk("", nullptr, openai_finish_reason(completion_.reason)).dump() + "\n\n";
+  if (!ended.ok()) return out + "data: " + json_text(openai_error(ended)) + "\n\ndata: [DONE]\n\n";
+  out += "data: " + json_text(chunk("", nullptr, openai_finish_reason(completion_.reason))) + "\n\n";
   if (include_usage) {
     json u = {{"id", id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
               {"model", model_},
               {"choices", json::array()}, {"usage", usage()}};
-    out += "data: " + u.dump() + "\n\n";
+    out += "data: " + json_text(u) + "\n\n";
   }
   out += "data: [DONE]\n\n";
   return out;

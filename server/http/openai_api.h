@@ -30,10 +30,11 @@ ServiceStatus parse_completion_request(const nlohmann::json& body, const Tokeniz
 
 // Parses a /v1/chat/completions body: the messages rendered by the model's chat template (its
 // refusal is a 400 naming messages), the sampling fields as for completions (max_tokens or
-// max_completion_tokens; by default up to max_model_len), logprobs true with top_logprobs.
+// max_completion_tokens; by default as many as fit: max_request_tokens less the prompt, as vLLM
+// sizes them), logprobs true with top_logprobs.
 ServiceStatus parse_chat_request(const nlohmann::json& body, const Tokenizer& tokenizer,
                                  const std::vector<std::string>& model_ids, const ChatTemplate& chat_template,
-                                 int32_t max_model_len, CompletionCall* out);
+                                 int32_t max_request_tokens, CompletionCall* out);
 
 // /apply-template: {"messages", "add_generation_prompt"} -> the prompt text.
 ServiceStatus apply_template(const nlohmann::json& body, const ChatTemplate& chat_template, std::string* prompt);
@@ -56,8 +57,10 @@ class CompletionWriter {
   CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer, int32_t logprobs,
                    bool chat = false);
   // The SSE lines for one event when streaming ("data: {...}\n\n", possibly none), and the
-  // final ones (the finish chunk, the usage chunk if asked, "data: [DONE]") on its completion.
-  std::string stream_event(const Event& event, bool include_usage);
+  // final ones on its completion: the finish chunk, the usage chunk if asked and "data: [DONE]"
+  // when `ended` is OK; an error object ({"error": ...}, which OpenAI's clients raise) and
+  // "data: [DONE]" when the generation was cut (an engine error, a drain, a deadline).
+  std::string stream_event(const Event& event, bool include_usage, const ServiceStatus& ended = {});
   // Called with every event when not streaming; body() is the whole response once complete.
   void add(const Event& event);
   nlohmann::json body() const;

@@ -1,0 +1,101 @@
+#include "http/openai_routes.h"
+
+#include <exception>
+
+#include "core/json_body.h"
+#include "core/request_input.h"
+
+namespace kvserve {
+namespace {
+
+using nlohmann::json;
+
+RouteOutcome ok(const json& body) { return {200, json_text(body), std::nullopt, false}; }
+
+RouteOutcome tokenize(const json& body, const RouteContext& ctx) {
+  if (!body.is_object() || !body.contains("prompt") || !body["prompt"].is_string())
+    return error_outcome({ServiceCode::kInvalidArgument, "prompt: required, a string"});
+  bool add_special = true;
+  if (auto it = body.find("add_special"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return error_outcome({ServiceCode::kInvalidArgument, "add_special: expected true or false"});
+    add_special = it->get<bool>();
+  }
+  const Tokenizer& tok = ctx.tokenizer;
+  std::vector<int32_t> ids;
+  const ServiceStatus st = resolve_prompt(body["prompt"].get<std::string>(), {}, tok, &ids);
+  if (!st.ok()) return error_outcome(st);
+  if (!add_special && !ids.empty() && tok.adds_bos() && ids.front() == tok.bos_id()) ids.erase(ids.begin());
+  return ok({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.max_model_len}});
+}
+
+RouteOutcome detokenize(const json& body, const RouteContext& ctx) {
+  if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
+    return error_outcome({ServiceCode::kInvalidArgument, "tokens: required, an array of token ids"});
+  const Tokenizer& tok = ctx.tokenizer;
+  std::vector<int32_t> ids;
+  const json& tokens = body["tokens"];
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const json& t = tokens[i];
+    const bool in_range = (t.is_number_unsigned() && t.get<uint64_t>() < static_cast<uint64_t>(tok.vocab_size())) ||
+                          (t.is_number_integer() && !t.is_number_unsigned() && t.get<int64_t>() >= 0 &&
+                           t.get<int64_t>() < tok.vocab_size());
+    if (!in_range)
+      return error_outcome({ServiceCode::kInvalidArgument, "tokens[" + std::to_string(i) + "]: " + json_text(t) +
+                                                               " is not a token id (0.." +
+                                                               std::to_string(tok.vocab_size() - 1) + ")"});
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  // Byte tokens can end mid-character: such bytes come back as U+FFFD, as streamed text does.
+  return ok({{"prompt", valid_utf8(tok.decode(ids))}});
+}
+
+RouteOutcome templated(const json& body, const RouteContext& ctx) {
+  std::string prompt;
+  const ServiceStatus st = apply_template(body, ctx.chat_template, &prompt);
+  if (!st.ok()) return error_outcome(st);
+  return ok({{"prompt", valid_utf8(prompt)}});
+}
+
+RouteOutcome completion(const json& body, const RouteContext& ctx, bool chat) {
+  RouteOutcome out;
+  out.chat = chat;
+  CompletionCall cc;
+  const ServiceStatus st =
+      chat ? parse_chat_request(body, ctx.tokenizer, ctx.model_ids, ctx.chat_template, ctx.max_request_tokens, &cc)
+           : parse_completion_request(body, ctx.tokenizer, ctx.model_ids, &cc);
+  if (!st.ok()) return error_outcome(st);
+  out.completion = std::move(cc);
+  return out;
+}
+
+}  // namespace
+
+bool is_post_route(std::string_view url) {
+  return url == "/v1/completions" || url == "/v1/chat/completions" || url == "/tokenize" || url == "/detokenize" ||
+         url == "/apply-template";
+}
+
+RouteOutcome error_outcome(const ServiceStatus& s) {
+  return {http_status_of(s.code), json_text(openai_error(s)), std::nullopt, false};
+}
+
+RouteOutcome answer_post(std::string_view url, std::string_view text, const RouteContext& ctx) {
+  try {
+    json body;
+    if (ServiceStatus st = parse_json_body(text, &body); !st.ok()) return error_outcome(st);
+    if (url == "/tokenize") return tokenize(body, ctx);
+    if (url == "/detokenize") return detokenize(body, ctx);
+    if (url == "/apply-template") return templated(body, ctx);
+    if (url == "/v1/completions") return completion(body, ctx, false);
+    if (url == "/v1/chat/completions") return completion(body, ctx, true);
+    return error_outcome({ServiceCode::kNotFound, "url: no such endpoint"});
+  } catch (const std::bad_alloc&) {
+    return error_outcome({ServiceCode::kResourceExhausted, "body: the server ran out of memory answering it"});
+  } catch (const std::exception& e) {
+    // Every refusal above names its field; this is what none foresaw, answered instead of
+    // taking the process down.
+    return error_outcome({ServiceCode::kInternal, std::string("internal error: ") + valid_utf8(e.what())});
+  }
+}
+
+}  // namespace kvserve

@@ -22,7 +22,8 @@ nlohmann::json flatten(const nlohmann::json& messages) {
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
     std::string text;
     for (const auto& part : m["content"])
-      if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
+      if (part.is_object() && part.contains("type") && part["type"] == "text" && part.contains("text") &&
+          part["text"].is_string())
         text += part["text"].get<std::string>();
     m["content"] = text;
   }

@@ -163,6 +163,41 @@ TEST(Gguf, ModelErrorsNameTensorTypeAndKey) {
   expect_model_error(spec, "tensor 'blk.0.attn_q.weight': Q4_0 (2) stores rows in blocks of 32 values, but a row has 16",
                      set_q_type(2));
   expect_model_error(spec, "tensor 'blk.0.attn_q.weight': type 99 is not a ggml tensor type", set_q_type(99));
+  // A tensor offset near 2^64 wraps around when added to the data start and the size: it used to
+  // pass the bounds check and read outside the mapping.
+  expect_model_error(spec, "runs past the end of the file", [&](std::string& b) {
+    const size_t at = b.find("blk.0.attn_q.weight") + 19 + 4 + 16 + 4;  // name, n_dims, dims, type
+    const uint64_t wrap = ~uint64_t{0} - 31;                              // aligned, and -32
+    std::memcpy(&b[at], &wrap, 8);
+  });
+  // A layer count the file's tensors cannot back is refused before anything is sized by it.
+  expect_model_error(spec, "block_count 4194304 but the file has no tensors of layer 4194303", [&](std::string& b) {
+    const std::string key = "llama.block_count";
+    const size_t at = b.find(key) + key.size() + 4;  // the key, its type
+    const uint32_t layers = 1u << 22;
+    std::memcpy(&b[at], &layers, 4);
+  });
+}
+
+// An array whose elements are one byte each in the file takes a whole value each in memory:
+// a small file cannot make the reader allocate far more than itself.
+TEST(Gguf, MetadataMemoryIsBoundedByTheFileSize) {
+  const uint64_t n = 10'000'000;
+  std::string bytes = std::string("GGUF\x03\0\0\0", 8) + std::string(8, '\0');  // magic, version 3, 0 tensors
+  const uint64_t n_kv = 1, key_len = 4;
+  bytes.append(reinterpret_cast<const char*>(&n_kv), 8);
+  bytes.append(reinterpret_cast<const char*>(&key_len), 8);
+  bytes += "junk";
+  bytes += std::string("\x09\0\0\0\0\0\0\0", 8);  // an array of uint8
+  bytes.append(reinterpret_cast<const char*>(&n), 8);
+  bytes += std::string(n, '\x01');
+  write_bytes(tmp("bigarray"), bytes);
+  try {
+    GgufFile f(tmp("bigarray"));
+    ADD_FAILURE() << "a 10 MB file's 10M-element array was held (about 600 MB)";
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("metadata would take more than"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

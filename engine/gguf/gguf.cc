@@ -26,6 +26,16 @@ class Cursor {
   }
   size_t pos() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
+  // Metadata in memory takes more than in the file (an array element of one byte is a whole
+  // GgufValue): what it may take is bounded by the file's size, so a small file cannot make
+  // the reader allocate gigabytes before anything is checked.
+  void charge(uint64_t bytes, const std::string& key) {
+    const uint64_t budget = 16 * uint64_t{size_} + (uint64_t{64} << 20);
+    if (bytes > budget - charged_)
+      fail("key '" + key + "': metadata would take more than " + std::to_string(budget >> 20) +
+           " MiB of memory (16 times the file, plus 64 MiB)");
+    charged_ += bytes;
+  }
 
   template <typename T>
   T read(const char* what) {
@@ -49,6 +59,7 @@ class Cursor {
   const uint8_t* data_;
   size_t size_;
   size_t pos_ = 0;
+  uint64_t charged_ = 0;
 };
 
 size_t fixed_size(GgufType t) {
@@ -95,6 +106,7 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, int depth
       // Every element takes at least fixed_size bytes: a count beyond that is corrupt.
       if (n > c.remaining() / fixed_size(v.elem_type))
         c.fail("key '" + key + "': array count " + std::to_string(n) + " exceeds the file size");
+      c.charge(n * sizeof(GgufValue), key);
       GgufArray arr;
       arr.reserve(n);
       for (uint64_t i = 0; i < n; ++i) arr.push_back(read_value(c, v.elem_type, key, depth + 1));
@@ -247,12 +259,18 @@ void GgufFile::parse() {
   }
   data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
   for (const auto& info : tensors_) {
-    uint64_t end = data_offset_ + info.offset + info.n_bytes();
-    if (data_offset_ + info.offset < data_offset_ || end > size_)
+    // Compared by what is left, never by a sum: an offset near 2^64 must not wrap into range.
+    const uint64_t room = data_offset_ <= size_ ? size_ - data_offset_ : 0;
+    if (info.offset > room || info.n_bytes() > room - info.offset)
       throw GgufError(path_ + ": tensor '" + info.name + "' data (" + std::to_string(info.n_bytes()) +
                       " bytes at offset " + std::to_string(info.offset) +
                       ") runs past the end of the file (truncated?)");
   }
+}
+
+bool GgufFile::find_tensor_prefix(const std::string& prefix) const {
+  auto it = tensor_index_.lower_bound(prefix);
+  return it != tensor_index_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {

@@ -87,6 +87,8 @@ class GgufFile {
   const GgufValue* find(const std::string& key) const;
 
   const GgufTensorInfo* find_tensor(const std::string& name) const;
+  // Whether some tensor's name starts with `prefix` ("blk.31.").
+  bool find_tensor_prefix(const std::string& prefix) const;
   const GgufTensorInfo& tensor(const std::string& name) const;  // throws if missing
   const void* tensor_data(const GgufTensorInfo& info) const;
   // Tells the kernel the tensor's pages may leave this process's memory (they stay in the page

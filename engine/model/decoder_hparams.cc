@@ -109,6 +109,11 @@ DecoderHparams DecoderHparams::from_gguf(const GgufFile& f) {
   if (const GgufValue* n = f.find("general.name")) hp.name = n->as_string("general.name");
   hp.n_embd = keys.get_int("embedding_length", 0, true);
   hp.n_layer = keys.get_int("block_count", 0, true);
+  // Every layer has tensors of its own (blk.N.*): a count the file cannot back is refused before
+  // anything is sized by it.
+  if (static_cast<size_t>(hp.n_layer) > f.tensors().size() || !f.find_tensor_prefix("blk." + std::to_string(hp.n_layer - 1) + "."))
+    keys.fail(keys.name("block_count") + " " + std::to_string(hp.n_layer) + " but the file has no tensors of layer " +
+              std::to_string(hp.n_layer - 1));
   hp.n_head = keys.get_int("attention.head_count", 0, true);
   hp.n_head_kv = keys.get_int("attention.head_count_kv", hp.n_head, false);
   hp.n_ff = keys.get_int("feed_forward_length", 0, true);

@@ -1,6 +1,7 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include "gguf/gguf.h"
@@ -171,7 +172,10 @@ std::string Tokenizer::token_bytes(int32_t id) const {
     case TokenKind::kUnknown:
       return "\xE2\x96\x85";  // U+2585, as SentencePiece shows an unknown piece
     case TokenKind::kByte:
-      if (model_ == Model::kSpm && t.size() == 6 && t.compare(0, 3, "<0x") == 0)
+      // "<0xHH>": the byte itself; a byte token whose text is not that (a malformed file) is
+      // shown as its text, not parsed into an exception.
+      if (model_ == Model::kSpm && t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+          std::isxdigit(static_cast<unsigned char>(t[3])) && std::isxdigit(static_cast<unsigned char>(t[4])))
         return std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
       [[fallthrough]];
     default:

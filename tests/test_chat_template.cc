@@ -92,6 +92,8 @@ TEST(ChatTemplate, Constructs) {
   EXPECT_EQ(r("{{ l[1:] | length }}", {{"l", {1, 2, 3}}}), "2");
   EXPECT_EQ(r("{{ 'b' in 'abc' }}{{ 2 in [1,2] }}{{ 'k' in d }}{{ 'z' not in d }}", {{"d", {{"k", 1}}}}), "TrueTrueTrueTrue");
   EXPECT_EQ(r("{{ x is defined }}{{ y is defined }}{{ not y is defined }}{{ x is not none }}", {{"x", 1}}), "TrueFalseTrueTrue");
+  // Strings index, slice and count by character as Python's do (Jinja2's output).
+  EXPECT_EQ(r("{{ s[:1] }}|{{ s[1] }}|{{ s[-1] }}|{{ s | length }}|{{ s[::-1] }}", {{"s", "éa東"}}), "é|a|東|3|東aé");
   EXPECT_EQ(r("{{ m.tool_calls is defined }}{{ 'yes' if m.tool_calls else 'no' }}", {{"m", {{"role", "user"}}}}), "Falseno");
   EXPECT_EQ(r("{{ '  hi  ' | trim }}|{{ ' a b '.strip() }}|{{ 'a</think>b'.split('</think>')[-1] }}"), "hi|a b|b");
   EXPECT_EQ(r("{{ 'abc'.startswith('ab') }}{{ x | string }}{{ [1] | list | length }}", {{"x", 5}}), "True51");
@@ -129,6 +131,28 @@ TEST(ChatTemplate, Constructs) {
 // recursion, and iterating what cannot be iterated (with Python's words, as Jinja2 raises).
 TEST(ChatTemplate, HostileTemplatesEndInErrors) {
   EXPECT_THROW(r("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"), JinjaError);
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  // Nesting a template file can hold, each deep enough to have ended the process at parse or render.
+  for (const std::string& bad :
+       {"{{ " + repeat("(", 100000) + "1" + repeat(")", 100000) + " }}", repeat("{% if true %}", 20000) + "x" + repeat("{% endif %}", 20000),
+        "{{ " + repeat("[", 50000) + repeat("]", 50000) + " }}", "{{ " + repeat("not ", 100000) + "x }}",
+        "{{ " + repeat("- ", 100000) + "1 }}", "{{ 'a'" + repeat(" ~ 'a'", 100000) + " }}",
+        "{{ x" + repeat(" | trim", 100000) + " }}", "{{ x" + repeat(".y", 100000) + " }}"}) {
+    EXPECT_THROW(r(bad, {{"x", "s"}}), JinjaError) << bad.substr(0, 40);
+  }
+  // Values may not grow without bound: a string doubled, a replace that multiplies.
+  EXPECT_THROW(r("{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+               JinjaError);
+  EXPECT_THROW(r("{% set s = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' %}"
+                 "{{ s.replace('a', s).replace('a', s).replace('a', s).replace('a', s).replace('a', s) | length }}"),
+               JinjaError);
+  // Real templates' depth is far inside the bounds.
+  EXPECT_EQ(r("{{ " + repeat("(", 30) + "1" + repeat(")", 30) + " }}"), "1");
+  EXPECT_EQ(r("{{ ('a'" + repeat(" ~ 'a'", 60) + ") | length }}"), "61");
   try {
     r("{% for x in none %}{% endfor %}");
     ADD_FAILURE() << "iterated None";

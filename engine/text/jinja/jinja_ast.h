@@ -34,6 +34,7 @@ struct Expr {
   std::vector<ExprP> a;
   std::vector<std::pair<std::string, ExprP>> kwargs;
   int line = 0;
+  int depth = 1;  // of the tree below (evaluation recurses this deep)
 };
 
 struct Node {

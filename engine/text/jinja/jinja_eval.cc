@@ -24,7 +24,10 @@ constexpr int64_t kMaxIterations = 1000000;
 constexpr size_t kMaxOutputBytes = 16 << 20;
 // Macro calls nested deeper than this are refused: a macro that calls itself without end (or a
 // template file built to) ends in an error, not at the end of the stack.
-constexpr int kMaxMacroDepth = 64;
+constexpr int kMaxMacroDepth = 32;
+constexpr size_t kMaxValueBytes = 32 << 20;
+constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
+constexpr size_t kMaxListItems = 1000000;
 
 struct LoopSignal {
   enum { kNone, kBreak, kContinue } kind = kNone;
@@ -59,6 +62,19 @@ Value items_of(const Value& d) {
   return Value::of_list(std::move(out));
 }
 
+// Where each character of s starts (and, last, s.size()): strings index, slice and count by
+// character as Python's do. A malformed byte counts as one character.
+std::vector<size_t> char_starts(const std::string& s) {
+  std::vector<size_t> starts;
+  for (size_t k = 0; k < s.size();) {
+    starts.push_back(k);
+    const unsigned char c = static_cast<unsigned char>(s[k]);
+    k += c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  }
+  starts.push_back(s.size());
+  return starts;
+}
+
 // The elements a for loop or a filter walks: a list's items, a dict's keys, a string's characters.
 List iterate(const Expr& e, const Value& v) {
   if (v.is(K::kList)) return *v.list;
@@ -70,6 +86,7 @@ List iterate(const Expr& e, const Value& v) {
   if (v.is(K::kString)) {
     List chars;
     for (size_t k = 0; k < v.s.size();) {  // whole UTF-8 characters
+      if (chars.size() >= kMaxListItems) fail(e, "iterating a string of more than a million characters");
       size_t n = 1;
       const unsigned char c = static_cast<unsigned char>(v.s[k]);
       if (c >= 0xF0) n = 4;
@@ -276,7 +293,21 @@ class Renderer {
     return Value();
   }
 
+  // Every value an expression computes passes here: text is bounded per value and in total,
+  // so a template (a file is semi-trusted input) cannot double a string into gigabytes.
   Value eval(const Expr& e) {
+    Value v = compute(e);
+    if (v.is(K::kString)) {
+      if (v.s.size() > kMaxValueBytes) fail(e, "a value exceeds 32 MiB");
+      text_bytes_ += v.s.size();
+      if (text_bytes_ > kMaxTextBytes) fail(e, "the template computed more than 1 GiB of text");
+    } else if (v.is(K::kList) && v.list->size() > kMaxListItems) {
+      fail(e, "a list exceeds a million items");
+    }
+    return v;
+  }
+
+  Value compute(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.value;
       case Expr::Kind::kName: return lookup(e.name);
@@ -330,10 +361,13 @@ class Renderer {
   Value index(const Expr& e, const Value& obj, const Value& key) {
     if (obj.is(K::kDict)) return obj.get(key.to_string());
     if (obj.is(K::kList) || obj.is(K::kString)) {
-      const int64_t n = obj.is(K::kList) ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(obj.s.size());
+      // Strings index by character, as Python's do, not by byte.
+      const std::vector<size_t> at = obj.is(K::kString) ? char_starts(obj.s) : std::vector<size_t>{};
+      const int64_t n = obj.is(K::kList) ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(at.size()) - 1;
       const int64_t i = norm_index(as_int(e, key), n);
       if (i < 0 || i >= n) fail(e, "index " + key.to_string() + " out of range (length " + std::to_string(n) + ")");
-      return obj.is(K::kList) ? (*obj.list)[i] : Value::string(obj.s.substr(i, 1));
+      if (obj.is(K::kList)) return (*obj.list)[i];
+      return Value::string(obj.s.substr(at[i], std::min(at[i + 1], obj.s.size()) - at[i]));
     }
     if (!obj.defined()) fail(e, "'" + describe(*e.a[0]) + "' is undefined (reading [" + key.to_string() + "])");
     fail(e, std::string("cannot index a ") + obj.type_name());
@@ -341,8 +375,9 @@ class Renderer {
 
   Value slice(const Expr& e) {
     const Value obj = eval(*e.a[0]);
+    const std::vector<size_t> at = obj.is(K::kString) ? char_starts(obj.s) : std::vector<size_t>{};  // by character
     const int64_t n = obj.is(K::kList) ? static_cast<int64_t>(obj.list->size())
-                      : obj.is(K::kString) ? static_cast<int64_t>(obj.s.size())
+                      : obj.is(K::kString) ? static_cast<int64_t>(at.size()) - 1
                                            : (fail(e, std::string("cannot slice a ") + obj.type_name()), 0);
     const int64_t step = e.a[3] ? as_int(e, eval(*e.a[3])) : 1;
     if (step == 0) fail(e, "slice step cannot be zero");
@@ -354,7 +389,8 @@ class Renderer {
     const int64_t b = bound(e.a[1], step > 0 ? 0 : n - 1), end = bound(e.a[2], step > 0 ? n : -1);
     if (obj.is(K::kString)) {
       std::string s;
-      for (int64_t k = b; step > 0 ? k < end : k > end; k += step) s += obj.s[k];
+      for (int64_t k = b; step > 0 ? k < end : k > end; k += step)
+        s.append(obj.s, at[k], std::min(at[k + 1], obj.s.size()) - at[k]);
       return Value::string(s);
     }
     List l;
@@ -403,6 +439,7 @@ class Renderer {
         for (size_t k = 0; k < s.size();) {
           if (s.compare(k, from.size(), from) == 0) r += to, k += from.size();
           else r += s[k++];
+          if (r.size() > kMaxValueBytes) fail(e, "replace: the result exceeds 32 MiB");
         }
         return Value::string(r);
       }
@@ -450,7 +487,9 @@ class Renderer {
     args_of(e, 1, a, kw);
     const std::string& f = e.name;
     if (f == "trim") return Value::string(strip(v.to_string(), a.empty() ? "" : a[0].to_string(), true, true));
-    if (f == "length" || f == "count") return Value::integer(static_cast<int64_t>(iterate(e, v).size()));
+    if (f == "length" || f == "count")
+      return Value::integer(v.is(K::kString) ? static_cast<int64_t>(char_starts(v.s).size()) - 1
+                                             : static_cast<int64_t>(iterate(e, v).size()));
     if (f == "list") return Value::of_list(iterate(e, v));
     if (f == "string") return Value::string(v.to_string());
     if (f == "upper" || f == "lower") return method(e, Value::string(v.to_string()), f, {});
@@ -652,6 +691,7 @@ class Renderer {
   std::time_t now_;
   int64_t iterations_ = 0;
   int macro_depth_ = 0;
+  int64_t text_bytes_ = 0;  // the text of every value computed so far
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // lexer applies it (`-` strips all whitespace on that side; trim_blocks drops the newline after
 // a block or comment tag; lstrip_blocks drops the spaces and tabs before one at the start of a
 // line), then each tag's tokens parsed by recursive descent with Jinja's precedence.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <set>
@@ -10,6 +11,11 @@
 
 namespace kvserve::jinja {
 namespace {
+
+// Far beyond any real template (a few levels of blocks, chains of a few dozen), and far from
+// the stack's end when a template file is hostile.
+constexpr int kMaxNesting = 64;
+constexpr int kMaxExprDepth = 256;
 
 struct Segment {
   enum class Type { kText, kOutput, kBlock, kComment } type;
@@ -189,6 +195,7 @@ class ExprParser {
   }
 
   ExprP expr() {  // with the conditional: a if c else b
+    Nest nest(*this);
     ExprP e = or_expr();
     if (is_name("if")) {
       ++p_;
@@ -218,8 +225,25 @@ class ExprParser {
     e->op = std::move(op);
     e->a = std::move(a);
     e->line = line_;
+    for (const ExprP& x : e->a) deepen(*e, x);
     return e;
   }
+  // A chain (a ~ b ~ c ..., x|f|g..., a.b.c...) is built in a loop, not by recursion, but
+  // evaluating it recurses as deep as the tree: its depth is bounded here.
+  void deepen(Expr& e, const ExprP& child) {
+    if (!child) return;
+    e.depth = std::max(e.depth, child->depth + 1);
+    if (e.depth > kMaxExprDepth) fail(line_, "expression nested deeper than " + std::to_string(kMaxExprDepth));
+  }
+  // Parsing recurses once per bracket, `not` or sign: bounded, so a hostile template cannot
+  // exhaust the stack.
+  struct Nest {
+    explicit Nest(ExprParser& p) : p_(p) {
+      if (++p_.nest_ > kMaxNesting) fail(p_.line_, "expression nested deeper than " + std::to_string(kMaxNesting));
+    }
+    ~Nest() { --p_.nest_; }
+    ExprParser& p_;
+  };
   ExprP and_expr() {
     ExprP e = not_expr();
     while (is_name("and")) {
@@ -230,6 +254,7 @@ class ExprParser {
   }
   ExprP not_expr() {
     if (is_name("not")) {
+      Nest nest(*this);
       ++p_;
       return make(Expr::Kind::kUnary, "not", {not_expr()});
     }
@@ -289,6 +314,7 @@ class ExprParser {
   }
   ExprP unary() {
     if (is_op("-") || is_op("+")) {
+      Nest nest(*this);
       const std::string op = t_[p_++].text;
       return make(Expr::Kind::kUnary, op, {unary()});
     }
@@ -300,8 +326,10 @@ class ExprParser {
         const std::string key = t_[p_].text;
         p_ += 2;
         e.kwargs.emplace_back(key, expr());
+        deepen(e, e.kwargs.back().second);
       } else {
         e.a.push_back(expr());
+        deepen(e, e.a.back());
       }
       if (!is_op(")")) expect_op(",");
     }
@@ -362,6 +390,7 @@ class ExprParser {
         } else if (t_[p_].type == Token::Type::kString || t_[p_].type == Token::Type::kInt ||
                    t_[p_].type == Token::Type::kFloat || is_name("none") || is_name("true") || is_name("false")) {
           test->a.push_back(primary());  // `is sameas false`, `is equalto 3`
+          deepen(*test, test->a.back());
         }
         e = test;
       } else {
@@ -441,6 +470,7 @@ class ExprParser {
   std::vector<Token> t_;
   size_t p_ = 0;
   int line_;
+  int nest_ = 0;
 };
 
 class TemplateParser {
@@ -449,6 +479,13 @@ class TemplateParser {
 
   // Nodes up to one of `ends` (a block tag's first word); *end gets which, and its parser.
   std::vector<Node> block(const std::set<std::string>& ends, std::string* end, std::unique_ptr<ExprParser>* rest) {
+    // Blocks inside blocks recurse here (and when rendered): bounded as expressions are.
+    if (++depth_ > kMaxNesting)
+      fail(k_ < segs_.size() ? segs_[k_].line : 1, "blocks nested deeper than " + std::to_string(kMaxNesting));
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     std::vector<Node> out;
     while (k_ < segs_.size()) {
       const Segment& s = segs_[k_++];
@@ -564,6 +601,7 @@ class TemplateParser {
 
   std::vector<Segment> segs_;
   size_t k_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "core/json_body.h"
 
+#include <cctype>
+#include <cstdio>
 #include <vector>
 
 #include "core/log_text.h"
@@ -9,6 +11,25 @@ namespace kvserve {
 namespace {
 
 using nlohmann::json;
+
+// A member name as it stands in an error's path: letters, digits, '_' and '-' as they are, any
+// other byte as \xHH, cut at 60 bytes with "...", so the path has no space or colon of its own
+// and "path: reason" stays unambiguous.
+std::string path_key(const std::string& key) {
+  std::string out;
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (i == 60) return out + "...";
+    const auto c = static_cast<unsigned char>(key[i]);
+    if (std::isalnum(c) || c == '_' || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
 
 // The DOM builder, with the path to the current value kept beside it so that errors name it.
 class BodySax {
@@ -87,7 +108,7 @@ class BodySax {
         if (f.index >= 0) path += "[" + std::to_string(f.index) + "]";
       } else if (!f.key.empty()) {
         if (!path.empty()) path += ".";
-        path += log_escape(f.key, 60);
+        path += path_key(f.key);
       }
     }
     return path.empty() ? "body" : path;

@@ -1,11 +1,15 @@
-// libFuzzer target: arbitrary bytes as a GGUF file. The reader (and the tokenizer built from its
-// metadata) must either load it or throw GgufError; never crash or read out of bounds.
+// libFuzzer target: arbitrary bytes as a GGUF file. The reader, the hyperparameters, the
+// tokenizer built from its metadata (every token's bytes) and the chat template it carries must
+// either load or throw GgufError (a template: JinjaError when rendered); never crash, read out
+// of bounds or allocate far beyond the file.
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
 
 #include "gguf/gguf.h"
+#include "model/decoder_hparams.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -21,12 +25,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       volatile uint8_t last = t.n_bytes() ? p[t.n_bytes() - 1] : 0;  // must be inside the mapping
       (void)last;
     }
+    // The hyperparameters are checked against the tensors before anything is sized by them.
+    if (file.has("general.architecture")) (void)kvserve::DecoderHparams::from_gguf(file);
     if (file.has("tokenizer.ggml.model")) {
       kvserve::Tokenizer tok(file);
       tok.decode(tok.encode("Hello, wörld! 123", true));
+      for (int32_t id = 0; id < tok.vocab_size(); ++id) (void)tok.token_bytes(id);  // <0xZZ> and the like
+      // The template inside the file: parsed and rendered, or refused, never a crash.
+      kvserve::ChatTemplate chat(file, tok, "");
+      try {
+        (void)chat.render(nlohmann::json::parse(R"([{"role":"user","content":"Hi é"}])"), true);
+      } catch (const kvserve::jinja::JinjaError&) {
+      }
     }
   } catch (const kvserve::GgufError&) {
-  } catch (const std::invalid_argument&) {  // std::stoi on a malformed <0xNN> byte piece
   }
   return 0;
 }

@@ -1,7 +1,9 @@
 // The engine end to end: continuous batching gives every request exactly its solo output,
 // also under preemption; cancellation frees blocks; seeds reproduce across batches; stop
 // strings, refusals, overload and deadlines.
+#include <mutex>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "engine_harness.h"
@@ -416,6 +418,46 @@ TEST(Engine, ShutdownRefusesNewRequestsAndCancelsTheRest) {
     EXPECT_TRUE(r == FinishReason::kCancelled || r == FinishReason::kLength);
   }
   EXPECT_EQ(engine.submit(greedy_request({1}, 1), sinks[0]).code, SubmitCode::kShuttingDown);
+}
+
+// A front end whose sink throws (it could not serialise an event, say) must not take the
+// engine loop down with every other request: that request ends with an error, the others
+// complete as if alone.
+TEST(Engine, ASinkThatThrowsEndsOnlyItsRequest) {
+  class Throwing final : public ResultSink {
+   public:
+    void on_event(Event event) override {
+      if (event.completion) {
+        std::lock_guard lock(mu);
+        final_reason = event.completion->reason;
+        done = true;
+        return;
+      }
+      throw std::runtime_error("cannot write this event");
+    }
+    std::mutex mu;
+    bool done = false;
+    FinishReason final_reason = FinishReason::kLength;
+  };
+  Engine engine(options(synthetic_mha(), 256));
+  auto solo_sink = std::make_shared<QueueSink>();
+  ASSERT_TRUE(engine.submit(greedy_request({1, 2, 3}, 24), solo_sink).ok());
+  const Outcome solo = collect(*solo_sink);
+  auto bad = std::make_shared<Throwing>();
+  auto good = std::make_shared<QueueSink>();
+  ASSERT_TRUE(engine.submit(greedy_request({4, 5}, 24), bad).ok());
+  ASSERT_TRUE(engine.submit(greedy_request({1, 2, 3}, 24), good).ok());
+  const Outcome o = collect(*good);
+  EXPECT_EQ(o.completion.reason, FinishReason::kLength);
+  EXPECT_EQ(o.tokens, solo.tokens);
+  for (int i = 0; i < 200 && !bad->done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::lock_guard lock(bad->mu);
+  EXPECT_TRUE(bad->done);
+  EXPECT_EQ(bad->final_reason, FinishReason::kError);
+  // And the engine still serves.
+  auto after = std::make_shared<QueueSink>();
+  ASSERT_TRUE(engine.submit(greedy_request({1, 2, 3}, 24), after).ok());
+  EXPECT_EQ(collect(*after).tokens, solo.tokens);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 # kvserve: multi-stage image on Debian bookworm.
 #   docker build -t kvserve .
-#   docker run -p 50051:50051 -v /path/to/models:/models:ro kvserve --model /models/model.gguf
+#   docker run -p 50051:50051 -p 8000:8000 -v /path/to/models:/models:ro kvserve --model /models/model.gguf
 
 FROM debian:bookworm AS build
 # One list of build dependencies: the same script the tests use.

@@ -1,15 +1,17 @@
 // kvserve-cli: a command-line client. `generate` streams text to stdout as it arrives; `info`,
 // `stats`, `health` and `tokenize` print what the server says; `inspect` and `head-importance`
-// look inside the heads (cli_inspect.h).
+// look inside the heads (cli_inspect.h); `chat` talks over the HTTP API (cli_chat.h).
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 
+#include "cli_chat.h"
 #include "cli_inspect.h"
 #include "cli_status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -25,6 +27,41 @@ bool read_prompt(std::string& prompt, const std::string& file) {
   if (!in) return false;
   prompt.assign(std::istreambuf_iterator<char>(in), {});
   return true;
+}
+
+// The first word that is neither an option nor an option's value, when it names no command
+// (CLI11 itself would only say that a subcommand is required).
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("-", 0) == 0) {
+      const CLI::Option* o = a.find('=') == std::string::npos ? app.get_option_no_throw(a) : nullptr;
+      if (o && o->get_type_size() > 0) ++i;  // its value
+      continue;
+    }
+    try {
+      app.get_subcommand(a);
+      return {};
+    } catch (const CLI::OptionNotFound&) {
+      return a;
+    }
+  }
+  return {};
+}
+
+// "localhost" alone would be dialled on gRPC's default port for https (443): a server address
+// without a port gets kvserve's (50051).
+std::string with_default_port(const std::string& addr) {
+  // Targets with a scheme ("dns:///h:1", "unix:/p", "ipv4:a:1") and bare IPv6 are left as given.
+  if (addr.find("://") != std::string::npos || addr.rfind("unix:", 0) == 0 ||
+      (addr.find(']') == std::string::npos && std::count(addr.begin(), addr.end(), ':') > 1))
+    return addr;
+  const size_t colon = addr.rfind(':');
+  const size_t bracket = addr.rfind(']');
+  const bool has_port = colon != std::string::npos && colon + 1 < addr.size() &&
+                        (bracket == std::string::npos || bracket < colon) &&
+                        addr.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+  return has_port ? addr : addr + ":50051";
 }
 
 const char* finish_name(kvserve::v1::FinishReason r) {
@@ -44,6 +81,8 @@ int main(int argc, char** argv) {
   app.add_option("--tls-server-name", tls_name, "name to expect in the server certificate");
   app.add_option("--timeout", timeout_s, "deadline in seconds (0 = none)");
   app.require_subcommand(1);
+  // Global options may also follow the command (`kvserve-cli generate "Hi" --addr host:50051`).
+  app.fallthrough();
 
   auto* gen = app.add_subcommand("generate", "stream a continuation of PROMPT");
   std::string prompt, prompt_file, request_id;
@@ -103,13 +142,33 @@ int main(int argc, char** argv) {
   std::string text_file;
   double loss_budget = 0.01;
   int top = 10;
-  importance->add_option("--text", text_file, "file holding the text to score")->required()->check(CLI::ExistingFile);
+  importance->add_option("--text", text_file, "file holding the text to score (- for standard input)")->required();
   importance->add_option("--budget", loss_budget, "allowed drop in mean log-likelihood, nats/token")->capture_default_str();
   importance->add_option("--top", top, "heads to list (0 = all)")->capture_default_str();
+  auto* chat = app.add_subcommand("chat", "a conversation over the HTTP API: each line a turn, answers streamed");
+  kvserve::ChatOptions chat_options;
+  chat->add_option("--http", chat_options.http, "the server's HTTP API, HOST:PORT")->capture_default_str();
+  chat->add_option("--system", chat_options.system, "a system message first");
+  chat->add_option("--max-tokens", chat_options.max_tokens)->capture_default_str();
+  chat->add_option("--temperature", chat_options.temperature)->capture_default_str();
+  chat->add_flag("--quiet", chat_options.quiet, "no banner or prompts");
   auto* score = app.add_subcommand("score", "mean log-probability per token and perplexity of a text");
   std::string score_file;
   score->add_option("--text", score_file, "file holding the text (- for standard input)")->required();
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::fprintf(stderr, "kvserve-cli: unknown command '%s' (commands: %s)\n", unknown.c_str(), names.c_str());
+    return 2;
+  }
   CLI11_PARSE(app, argc, argv);
+  addr = with_default_port(addr);
+
+  if (*chat) {
+    chat_options.token = token;
+    return kvserve::cli_chat(chat_options);
+  }
 
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args;
@@ -188,7 +247,7 @@ int main(int argc, char** argv) {
                      static_cast<long long>(c.peak_kv_bytes()));
       }
     }
-    if (isatty(STDOUT_FILENO)) std::printf("\n");
+    std::printf("\n");  // the text ends its line, on a terminal or in a file
     grpc::Status st = reader->Finish();
     return st.ok() ? 0 : kvserve::cli_fail(st, addr);
   }
@@ -284,7 +343,7 @@ int main(int argc, char** argv) {
     return kvserve::cli_inspect(*stub, make_context, inspect_options);
   }
   if (*importance) {
-    std::ifstream in(text_file, std::ios::binary);
+    std::ifstream in(text_file == "-" ? "/dev/stdin" : text_file, std::ios::binary);
     const std::string body((std::istreambuf_iterator<char>(in)), {});
     return kvserve::cli_head_importance(*stub, ctx, body, loss_budget, top);
   }

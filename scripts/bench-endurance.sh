@@ -34,7 +34,8 @@ kv_dtype="${KVSERVE_KV_DTYPE:-f16}"
 rm -f "$out/port"
 "$build/server/kvserve" --model "$model" --listen 127.0.0.1:0 --port-file "$out/port" \
   --set cache.memory_bytes=2147483648 --set cache.dtype="\"$kv_dtype\"" \
-  --set scheduler.max_num_batched_tokens=512 --set 'server.log_level="warn"' > "$out/server.log" 2>&1 &
+  --set scheduler.max_num_batched_tokens=512 --set 'server.log_level="warn"' --set 'server.http_listen="127.0.0.1:0"' \
+  > "$out/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM "$pid" 2>/dev/null || true' EXIT
 for _ in $(seq 1200); do [ -f "$out/port" ] && break; sleep 0.1; done

@@ -46,7 +46,8 @@ serve_and_bench() {  # name, prefix caching (true/false), then kvserve-bench arg
   "$build/server/kvserve" --model "$build/models/bench-d768-l12-h12-kv12-f2048-v32000-f32.gguf" \
     --listen 127.0.0.1:0 --port-file "$out/port" --set cache.memory_bytes=2147483648 \
     --set cache.enable_prefix_caching="$caching" --set cache.dtype="\"$kv_dtype\"" \
-    --set scheduler.max_num_batched_tokens=512 --set 'server.log_level="warn"' > "$out/server-$name.log" 2>&1 &
+    --set scheduler.max_num_batched_tokens=512 --set 'server.log_level="warn"' --set 'server.http_listen="127.0.0.1:0"' \
+    > "$out/server-$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1200); do [ -f "$out/port" ] && break; sleep 0.1; done
   "$build/clients/kvserve-bench" --addr "127.0.0.1:$(cat "$out/port")" --json "$out/serving-$name.json" "$@" \

@@ -54,7 +54,12 @@ void log_startup(const kvserve::Engine& engine) {
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {}", m.num_blocks, m.block_size, m.token_capacity,
                m.kv_total_bytes >= (int64_t{1} << 30) ? fmt::format("{:.2f} GiB", m.kv_total_bytes / double(1 << 30))
                                                       : fmt::format("{:.1f} MiB", m.kv_total_bytes / double(1 << 20)));
-  spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x", m.max_model_len, m.max_concurrency);
+  const int32_t max_seqs = engine.options().scheduler.max_num_seqs;
+  spdlog::info("Maximum concurrency for {} tokens per request: {:.2f}x{}", m.max_model_len,
+               std::min<double>(m.max_concurrency, max_seqs),
+               m.max_concurrency > max_seqs
+                   ? fmt::format(" (scheduler.max_num_seqs {}; the cache alone holds {:.2f}x)", max_seqs, m.max_concurrency)
+                   : std::string());
   if (m.max_request_tokens < m.max_model_len)
     spdlog::warn("the KV cache ({} tokens) is smaller than one full-length request (max_model_len {}): no request "
                  "may exceed {} tokens; raise cache.memory_bytes or lower scheduler.max_model_len",
@@ -82,6 +87,10 @@ void log_startup(const kvserve::Engine& engine) {
 void log_before_load(const std::string& path) {
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
+  if (ec) {  // the load that follows says why it cannot be read
+    spdlog::info("loading model {}", path);
+    return;
+  }
   try {
     kvserve::GgufFile f(path);
     std::map<kvserve::TensorType, int64_t> types;
@@ -148,6 +157,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   spdlog::info("kvserve {} starting", kvserve::server_version());
+  if (cfg.engine.cache.num_blocks > 0)
+    spdlog::info("cache.num_blocks {} is set: the cache has that many blocks, and cache.memory_bytes is not used",
+                 cfg.engine.cache.num_blocks);
   log_before_load(cfg.engine.model.path);
   {
     const kvserve::CpuBudget budget = kvserve::cpu_budget();

@@ -22,7 +22,7 @@ struct ServerOptions {
   std::string tls_cert_file;               // PEM certificate chain; with tls_key_file enables TLS
   std::string tls_key_file;                // PEM private key of that certificate
   std::string metrics_listen;              // HOST:PORT of the Prometheus /metrics endpoint; "" = off
-  std::string http_listen;                 // HOST:PORT of the OpenAI-compatible HTTP API; "" = off
+  std::string http_listen = "127.0.0.1:8000";  // HOST:PORT of the OpenAI-compatible HTTP API (vLLM's port); "" = off
   bool metrics_auth = false;               // with auth_token_file: /metrics needs a bearer token too
   // HTTP API limits against clients that hold connections without finishing a request:
   int64_t http_header_timeout_ms = 10000;  // connection start (or the last reply) to complete headers;

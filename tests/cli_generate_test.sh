@@ -23,13 +23,22 @@ done
 [ "$("$bin/engine/kvserve-tokenize" --no-bos --model "$models/stories260K.gguf" "Once upon a time")" = "403 407 261 378" ]
 
 "$bin/server/kvserve" --model "$models/stories260K.gguf" --listen 127.0.0.1:0 --port-file "$out/port" \
-  --set cache.num_blocks=256 > "$out/server.log" 2>&1 &
+  --set cache.num_blocks=256 --set server.http_listen='"127.0.0.1:0"' > "$out/server.log" 2>&1 &
 echo $! > "$out/pid"
 for _ in $(seq 200); do [ -f "$out/port" ] && break; sleep 0.05; done
 addr="127.0.0.1:$(cat "$out/port")"
 "$bin/clients/kvserve-cli" --addr "$addr" health | grep -qx SERVING
 text=$("$bin/clients/kvserve-cli" --addr "$addr" generate "Once upon a time" --max-tokens 8 --temperature 0)
 [ "$text" = ", there was a little girl" ] || { echo "cli generate printed '$text'"; exit 1; }
+# Global options after the command; the text ends its line in a file too; an unknown command
+# is named; a server address without a port gets 50051, not gRPC's 443.
+"$bin/clients/kvserve-cli" generate "Once upon a time" --max-tokens 8 --temperature 0 --addr "$addr" > "$out/nl.txt"
+[ "$(cat "$out/nl.txt")" = ", there was a little girl" ] && [ "$(tail -c 1 "$out/nl.txt" | od -An -tx1 | tr -d ' ')" = 0a ] \
+  || { echo "generate with --addr after it printed:"; od -c "$out/nl.txt" | tail -3; exit 1; }
+! "$bin/clients/kvserve-cli" --addr "$addr" genrate "x" 2> "$out/unknown.txt"
+grep -q "^kvserve-cli: unknown command 'genrate' (commands: generate, " "$out/unknown.txt" || { cat "$out/unknown.txt"; exit 1; }
+"$bin/clients/kvserve-cli" --addr localhost --timeout 1 health > /dev/null 2> "$out/noport.txt" \
+  || grep -q "localhost:50051" "$out/noport.txt" || { cat "$out/noport.txt"; exit 1; }
 "$bin/clients/kvserve-cli" --addr "$addr" info | grep -q "KV bytes per token: 2 x 5 layers x 4 KV heads x 8 head dim x 4 bytes = 1280"
 grep -q "Maximum concurrency for 2048 tokens per request" "$out/server.log"
 # The README's other client commands: sampling flags, stats, tokenize.
@@ -42,6 +51,9 @@ grep -q "Maximum concurrency for 2048 tokens per request" "$out/server.log"
 "$bin/clients/kvserve-cli" --addr "$addr" head-importance --text "$models/stories260K.expected.txt" --top 5 \
   > "$out/importance.txt"
 grep -q "^200 tokens scored, baseline mean log-likelihood -0.47" "$out/importance.txt"
+"$bin/clients/kvserve-cli" --addr "$addr" head-importance --text - --top 5 < "$models/stories260K.expected.txt" \
+  > "$out/importance-stdin.txt"
+cmp "$out/importance.txt" "$out/importance-stdin.txt" || { echo "head-importance --text - differs"; exit 1; }
 [ "$(grep -cE '^ +[0-9]+ +[0-4] +[0-7] ' "$out/importance.txt")" = 5 ] || { cat "$out/importance.txt"; exit 1; }
 grep -q "^prunable within a budget of 0.0100 nats/token" "$out/importance.txt"
 # score: the same mean as head-importance's baseline on the same text, and on a quantized file the
@@ -103,6 +115,12 @@ head -1 "$out/inspect.txt" | grep -q "^201 tokens, 5 layers x 8 heads" || { head
 [ "$(awk 'NR > 2 && $3 == "previous-token" {printf "%s/%s ", $1, $2}' "$out/inspect.txt")" = "1/3 1/6 3/6 " ] \
   || { cat "$out/inspect.txt"; exit 1; }
 [ "$(awk 'NR > 2 && $3 == "local"' "$out/inspect.txt" | wc -l)" = 11 ] || { cat "$out/inspect.txt"; exit 1; }
+# kvserve-cli chat over the HTTP API: two turns from a pipe, each answered on its own line.
+printf 'Hello\nTell me a story\n' | "${cli[@]}" chat --http "127.0.0.1:$(cat "$out/port.http")" --quiet --max-tokens 8 \
+  --temperature 0 > "$out/chat.txt"
+[ "$(wc -l < "$out/chat.txt")" = 2 ] && [ -n "$(head -1 "$out/chat.txt")" ] || { cat "$out/chat.txt"; exit 1; }
+grep -q "request .* done (http /v1/chat/completions): prompt [0-9]* tokens, output 8 tokens" "$out/server.log" \
+  || { tail -5 "$out/server.log"; exit 1; }
 # The README's Python example, exactly as written there (with this server's address).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 text=$(/usr/bin/python3 "$root/clients/python/generate.py" --addr "$addr" --stubs "$bin/python" --max-tokens 8 \

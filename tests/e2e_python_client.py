@@ -34,7 +34,8 @@ def main():
     tmp = tempfile.mkdtemp()
     port_file = os.path.join(tmp, "port")
     proc = subprocess.Popen([server_bin, "--model", model, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                             "--set", "cache.num_blocks=256", "--set", "server.log_level=\"warn\""])
+                             "--set", "cache.num_blocks=256", "--set", "server.log_level=\"warn\"",
+                             "--set", "server.http_listen=\"127.0.0.1:0\""])
     try:
         for _ in range(300):
             if os.path.exists(port_file):

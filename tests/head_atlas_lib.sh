@@ -15,7 +15,7 @@ ensure_puppeteer() {
 # prints its address.
 serve() {
   "$bin/server/kvserve" --model "$2" --listen 127.0.0.1:0 --port-file "$out/port.$1" \
-    --set cache.num_blocks="${3:-512}" > "$out/server.$1.log" 2>&1 &
+    --set cache.num_blocks="${3:-512}" --set server.http_listen='"127.0.0.1:0"' > "$out/server.$1.log" 2>&1 &
   echo $! > "$out/pid.$1"
   for _ in $(seq 400); do [ -s "$out/port.$1" ] && break; sleep 0.05; done
   [ -s "$out/port.$1" ] || { cat "$out/server.$1.log" >&2; exit 1; }

@@ -25,7 +25,10 @@ class ServerProcess {
     port_file_ = (dir_ / "port").string();
     const std::string& port_file = port_file_;
     log_ = (dir_ / "server.log").string();
-    args.insert(args.begin(), {KVSERVE_SERVER_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file});
+    // The HTTP API on a port of its own too (its default, 8000, would collide between tests);
+    // a test's own --set server.http_listen comes later and wins.
+    args.insert(args.begin(), {KVSERVE_SERVER_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file, "--set",
+                               "server.http_listen=\"127.0.0.1:0\""});
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = std::fopen(log_.c_str(), "w");

@@ -33,6 +33,14 @@ TEST(Config, DefaultsAndOverrides) {
   EXPECT_EQ(s.engine.scheduler.max_num_seqs, 64);
   EXPECT_EQ(s.server.listen, "0.0.0.0:7000");
   EXPECT_EQ(s.server.shutdown_grace_ms, 30000);
+  // The OpenAI HTTP API is on unless turned off, on vLLM's port, with the limits that keep one
+  // client from holding it.
+  EXPECT_EQ(s.server.http_listen, "127.0.0.1:8000");
+  EXPECT_EQ(s.server.http_header_timeout_ms, 10000);
+  EXPECT_EQ(s.server.http_max_connections_per_client, 512);
+  apply_overrides(c, {"server.http_listen=\"\"", "server.http_workers=4"});
+  EXPECT_EQ(serve_config_from_json(c).server.http_listen, "");
+  EXPECT_EQ(serve_config_from_json(c).server.http_workers, 4);
 }
 
 TEST(Config, ErrorsNameTheField) {
@@ -47,6 +55,10 @@ TEST(Config, ErrorsNameTheField) {
       {R"({"model": {"path": "m"}, "cache": {"num_blocks": 99999999999}})", "cache.num_blocks"},
       {R"({"model": {"path": "m", "keep_bf16": 3}})", "model.keep_bf16"},
       {R"({"model": {"path": "m"}, "cache": {"dtype": "int8"}})", "cache.dtype: expected \"f32\", \"f16\" or \"q8_0\""},
+      {R"({"model": {"path": "m"}, "server": {"http_header_timeout_ms": 5}})", "server.http_header_timeout_ms: must be between"},
+      {R"({"model": {"path": "m"}, "server": {"http_workers": "2"}})", "server.http_workers: expected an integer"},
+      {R"({"model": {"path": "m"}, "server": {"http_max_connections_per_client": 5000}})",
+       "server.http_max_connections_per_client: must be between 1 and 1024"},
       {R"({"model": {"path": "m"}, "scheduler": {"max_num_seqs": -1}})", "scheduler.max_num_seqs"},
       {R"({"model": {"path": "m"}, "scheduler": {"max_num_seqs": 64, "max_num_batched_tokens": 8}})",
        "scheduler.max_num_batched_tokens"},
@@ -146,8 +158,10 @@ TEST(Config, ShippedConfigsServeMetricsAndFitWhatTheyClaim) {
     std::ifstream in(std::string(KVSERVE_SOURCE_DIR) + "/configs/" + name);
     return serve_config_from_json(json::parse(in));
   };
-  for (const char* name : {"default.json", "throughput.json", "long-context.json"})
+  for (const char* name : {"default.json", "throughput.json", "long-context.json"}) {
     EXPECT_FALSE(load(name).server.metrics_listen.empty()) << name;
+    EXPECT_FALSE(load(name).server.http_listen.empty()) << name;
+  }
   const ServeConfig t = load("throughput.json"), l = load("long-context.json");
   const double f16 = 6912, f32 = 13824;
   const double t_fit = t.engine.cache.memory_bytes / (f16 * t.engine.scheduler.max_model_len);

@@ -14,6 +14,7 @@ if [ "$mode" = address ]; then
   build="${KVSERVE_ASAN_BUILD_DIR:-$root/build-asan}"
   flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   labels=()
+  pin=()
   # oneDNN's JIT and libgomp are not instrumented; leaks inside them are reported as theirs.
   # A small quarantine: the soak test bounds RSS growth, and ASan keeps freed memory 256 MB deep by default.
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:quarantine_size_mb=16" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
@@ -23,8 +24,10 @@ else
   labels=(-L concurrency)
   # libgomp and oneDNN are not instrumented, so TSan cannot see OpenMP's barriers: one OpenMP
   # thread keeps the compute kernels on the calling thread. Our threads all remain (the engine
-  # loop, submitters, cancellers, sinks).
+  # loop, submitters, cancellers, sinks). The engine sizes its team from the CPUs in the
+  # affinity mask (not OMP_NUM_THREADS), so the tests run pinned to one CPU (below).
   export OMP_NUM_THREADS=1
+  pin=(taskset -c 0)
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
 fi
 # -Werror off: GCC 12 reports maybe-uninitialized inside libstdc++ (std::regex, std::function)
@@ -32,4 +35,4 @@ fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_NATIVE=ON -DKVSERVE_WERROR=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="${flags%% -fno*}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
-cd "$build" && ctest --output-on-failure -j "$(nproc)" "${labels[@]}" "$@"
+cd "$build" && "${pin[@]}" ctest --output-on-failure -j "$(nproc)" "${labels[@]}" "$@"

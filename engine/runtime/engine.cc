@@ -364,11 +364,8 @@ void Engine::step() {
   for (const auto& c : plan.chunks) {
     // Where this chunk's rows end, known before it is advanced, so that a chunk whose
     // advance throws ends alone (an error event) and the others still get their rows.
-    const Sequence& s = *c.seq;
-    const int64_t scored =
-        s.prompt_logprobs.empty() ? 0 : std::clamp<int64_t>(s.num_prompt - 1 - s.num_computed, 0, c.n_tokens);
-    const float* end = rows + (scored + (c.samples ? 1 : 0)) * int64_t{info_.n_vocab};
-    const uint64_t id = s.id;
+    const float* end = rows + (scored_rows(c) + (c.samples ? 1 : 0)) * int64_t{info_.n_vocab};
+    const uint64_t id = c.seq->id;
     try {
       advance(c, rows);
     } catch (const std::exception& e) {
@@ -419,7 +416,7 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
   Sequence& s = *c.seq;
   prompt_tokens_total_ += std::clamp<int64_t>(s.num_prompt - s.num_computed, 0, c.n_tokens);
   if (!s.prompt_logprobs.empty()) {
-    const int64_t scored = std::clamp<int64_t>(s.num_prompt - 1 - s.num_computed, 0, c.n_tokens);
+    const int64_t scored = scored_rows(c);
     score_prompt_rows(s, s.num_computed, scored, logits);
     logits += scored * V;
   }
@@ -461,6 +458,12 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
     deliver(s, std::move(ev));
   }
   return logits + V;
+}
+
+// The prompt rows of a chunk whose logits score the next prompt token (a scored prompt only).
+int64_t Engine::scored_rows(const ScheduledChunk& c) {
+  const Sequence& s = *c.seq;
+  return s.prompt_logprobs.empty() ? 0 : std::clamp<int64_t>(s.num_prompt - 1 - s.num_computed, 0, c.n_tokens);
 }
 
 void Engine::score_prompt_rows(Sequence& s, int64_t first_pos, int64_t n_rows, const float* logits) {

@@ -129,6 +129,7 @@ class Engine {
   // After the forward pass: one chunk's prompt scores, computed tokens and sampled token; its
   // logits start at `logits`. Returns where the next chunk's logits start.
   const float* advance(const ScheduledChunk& chunk, const float* logits);
+  static int64_t scored_rows(const ScheduledChunk& chunk);
   void finish(Sequence* seq, FinishReason reason, std::string error = {}, Event event = {});
   // Hands an event to the request's sink; a sink that throws ends the request, not the loop.
   void deliver(Sequence& seq, Event event);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -35,11 +36,14 @@ class CompletionStream final : public ResultSink {
       : writer_(std::move(writer)), stream_(stream), include_usage_(include_usage), stream_metrics_(metrics),
         draining_(draining) {}
 
-  // Never throws onto the engine's thread: what cannot be written ends the reply with an error.
+  // What cannot be written ends the reply with an error, and is rethrown so that the engine ends
+  // the generation too (its sink guard); later events of that request are ignored.
   void on_event(Event event) override {
     MHD_Connection* resume = nullptr;
+    std::exception_ptr failure;
     {
       std::lock_guard lock(mu_);
+      if (failed_) return;
       try {
         stream_metrics_.observe(event);
         if (event.completion) {
@@ -54,6 +58,7 @@ class CompletionStream final : public ResultSink {
         status_ = {ServiceCode::kInternal, std::string("the reply could not be written: ") + valid_utf8(e.what())};
         if (stream_) pending_ += "data: " + json_text(openai_error(status_)) + "\n\ndata: [DONE]\n\n";
         failed_ = true;
+        if (!event.completion) failure = std::current_exception();
       }
       if (event.completion || failed_) done_ = true;
       if (suspended_ && connection_) {
@@ -62,7 +67,7 @@ class CompletionStream final : public ResultSink {
       }
     }
     if (resume) MHD_resume_connection(resume);
-    // A write that failed ends the generation too (the engine is told once, by the server).
+    if (failure) std::rethrow_exception(failure);
   }
 
   // For the SSE reader: bytes to send now, 0 (and the connection parked) when none yet, or
@@ -146,7 +151,6 @@ struct HttpServer::Call {
   std::string request_id;
   uint64_t engine_id = 0;
   bool streaming = false;
-  bool logged = false;
 };
 
 namespace {
@@ -237,7 +241,7 @@ void on_connection(void* cls, MHD_Connection* c, void** socket_context, MHD_Conn
 }
 
 // Probes and scrapes come many times a second from gateways: logged at debug, not info.
-bool quiet_route(const std::string& url) { return url == "/health" || url == "/metrics" || url == "/ready"; }
+bool quiet_route(const std::string& url) { return url == "/health" || url == "/metrics"; }
 
 }  // namespace
 
@@ -313,6 +317,11 @@ bool HttpServer::reply_logged(MHD_Connection* c, Call& call, unsigned status, co
   return reply(c, status, "application/json", body) == MHD_YES;
 }
 
+bool HttpServer::refuse(MHD_Connection* c, Call& call, const ServiceStatus& s) {
+  const RouteOutcome error = error_outcome(s);
+  return reply_logged(c, call, error.status, error.body);
+}
+
 bool HttpServer::handle(MHD_Connection* c, Call& call) {
   // A parked non-streamed completion, resumed by its final event.
   if (call.stream && !call.streaming) {
@@ -330,7 +339,7 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
       call.working = false;
     }
     if (!out.completion) return reply_logged(c, call, out.status, out.body);
-    if (draining_) return reply_logged(c, call, 503, json_text(openai_error({ServiceCode::kUnavailable, "the server is shutting down"})));
+    if (draining_) return refuse(c, call, {ServiceCode::kUnavailable, "the server is shutting down"});
     return start_completion(c, call, std::move(*out.completion), out.chat);
   }
   if (call.too_big || static_cast<int64_t>(call.body.size()) > options_.max_body_bytes)
@@ -355,8 +364,7 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     return reply(c, 200, "text/plain; version=0.0.4", metrics_.render(engine_.stats())) == MHD_YES;
   }
   if (!tenant)
-    return reply_logged(c, call, 401,
-                        json_text(openai_error({ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)})));
+    return refuse(c, call, {ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)});
   if (url == "/v1/models" || url.rfind("/v1/models/", 0) == 0) {
     if (!get) return reply(c, 405, "text/plain", "method not allowed: use GET\n") == MHD_YES;
     const json model = {{"id", options_.model_ids.front()}, {"object", "model"}, {"created", 0},
@@ -365,16 +373,15 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     // GET /v1/models/{id}: the model under any name it answers to.
     const std::string id = url.substr(std::string("/v1/models/").size());
     if (std::find(options_.model_ids.begin(), options_.model_ids.end(), id) == options_.model_ids.end())
-      return reply_logged(c, call, 404,
-                          json_text(openai_error({ServiceCode::kNotFound, "model: '" + log_escape(id) + "' is not served here"})));
+      return refuse(c, call, {ServiceCode::kNotFound, "model: '" + log_escape(id) + "' is not served here"});
     return reply_logged(c, call, 200, json_text(model));
   }
   if (!is_post_route(url))
-    return reply_logged(c, call, 404, json_text(openai_error({ServiceCode::kNotFound, "url: no such endpoint: " + log_escape(url)})));
+    return refuse(c, call, {ServiceCode::kNotFound, "url: no such endpoint: " + log_escape(url)});
   if (!post) return reply(c, 405, "text/plain", "method not allowed: use POST\n") == MHD_YES;
   const bool completion = url == "/v1/completions" || url == "/v1/chat/completions";
   if (completion && draining_)
-    return reply_logged(c, call, 503, json_text(openai_error({ServiceCode::kUnavailable, "the server is shutting down"})));
+    return refuse(c, call, {ServiceCode::kUnavailable, "the server is shutting down"});
   // Parsing, validating and tokenizing run on a worker: a megabyte prompt must not stall the
   // connection thread that every other client shares.
   call.working = true;
@@ -412,7 +419,7 @@ bool HttpServer::start_completion(MHD_Connection* c, Call& call, CompletionCall 
   if (!r.ok()) {
     ServiceStatus s = submit_status(r);
     s.message = openai_field_message(s.message);
-    return reply_logged(c, call, http_status_of(s.code), json_text(openai_error(s)));
+    return refuse(c, call, s);
   }
   call.stream = stream;
   call.request_id = id;

@@ -60,9 +60,9 @@ class HttpServer {
   ConnectionWatch& watch() { return watch_; }
 
  private:
-  bool answer(MHD_Connection* c, Call& call);
   bool start_completion(MHD_Connection* c, Call& call, CompletionCall cc, bool chat);
   bool reply_logged(MHD_Connection* c, Call& call, unsigned status, const std::string& body);
+  bool refuse(MHD_Connection* c, Call& call, const ServiceStatus& s);  // OpenAI's error object, logged
 
   Engine& engine_;
   const BearerAuth& auth_;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/json_body.h"
+#include "core/log_text.h"
 #include "core/request_input.h"
 #include "text/utf8.h"
 
@@ -54,7 +55,8 @@ ServiceStatus check_message(const json& msg, const std::string& where) {
     auto type = part.find("type");
     if (type == part.end() || !type->is_string()) return invalid(at + ".type: required, a string");
     if (*type != "text")
-      return invalid(at + ".type: '" + type->get<std::string>() + "' is not supported (this model reads text parts only)");
+      return invalid(at + ".type: '" + log_escape(type->get<std::string>(), 60) +
+                     "' is not supported (this model reads text parts only)");
     auto text = part.find("text");
     if (text == part.end() || !text->is_string()) return invalid(at + ".text: required, a string");
   }

@@ -69,7 +69,7 @@ std::vector<size_t> char_starts(const std::string& s) {
   for (size_t k = 0; k < s.size();) {
     starts.push_back(k);
     const unsigned char c = static_cast<unsigned char>(s[k]);
-    k += c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    k += std::min<size_t>(c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1, s.size() - k);
   }
   starts.push_back(s.size());
   return starts;
@@ -83,18 +83,11 @@ List iterate(const Expr& e, const Value& v) {
     for (const auto& kv : *v.dict) keys.push_back(Value::string(kv.first));
     return keys;
   }
-  if (v.is(K::kString)) {
+  if (v.is(K::kString)) {  // whole UTF-8 characters
+    const std::vector<size_t> at = char_starts(v.s);
+    if (at.size() - 1 > kMaxListItems) fail(e, "iterating a string of more than a million characters");
     List chars;
-    for (size_t k = 0; k < v.s.size();) {  // whole UTF-8 characters
-      if (chars.size() >= kMaxListItems) fail(e, "iterating a string of more than a million characters");
-      size_t n = 1;
-      const unsigned char c = static_cast<unsigned char>(v.s[k]);
-      if (c >= 0xF0) n = 4;
-      else if (c >= 0xE0) n = 3;
-      else if (c >= 0xC0) n = 2;
-      chars.push_back(Value::string(v.s.substr(k, n)));
-      k += n;
-    }
+    for (size_t k = 0; k + 1 < at.size(); ++k) chars.push_back(Value::string(v.s.substr(at[k], at[k + 1] - at[k])));
     return chars;
   }
   if (!v.defined()) return {};
@@ -180,24 +173,24 @@ class Renderer {
         else if (node->defaults[k]) locals[param] = eval(*node->defaults[k]);
         else locals[param] = Value();
       }
-      std::vector<std::map<std::string, Value>> saved;
-      saved.swap(scopes_);
-      scopes_.push_back(saved.front());
-      scopes_.push_back(std::move(locals));
-      ++macro_depth_;
+      // The body runs over the top-level scope and its own (a set inside lands in the latter);
+      // the caller's scopes come back however it ends.
+      struct Frame {
+        Renderer& r;
+        std::vector<std::map<std::string, Value>> caller;
+        Frame(Renderer& r, std::map<std::string, Value> locals) : r(r) {
+          caller.swap(r.scopes_);
+          r.scopes_ = {caller.front(), std::move(locals)};
+          ++r.macro_depth_;
+        }
+        ~Frame() {
+          --r.macro_depth_;
+          r.scopes_.swap(caller);
+        }
+      } frame(*this, std::move(locals));
       std::string out;
       LoopSignal sig;
-      try {
-        render(node->body, out, sig);
-      } catch (...) {
-        --macro_depth_;
-        saved.front() = scopes_.front();
-        scopes_.swap(saved);
-        throw;
-      }
-      --macro_depth_;
-      saved.front() = scopes_.front();  // top-level names the macro set stay set
-      scopes_.swap(saved);
+      render(node->body, out, sig);
       return Value::string(std::move(out));
     });
   }
@@ -367,7 +360,7 @@ class Renderer {
       const int64_t i = norm_index(as_int(e, key), n);
       if (i < 0 || i >= n) fail(e, "index " + key.to_string() + " out of range (length " + std::to_string(n) + ")");
       if (obj.is(K::kList)) return (*obj.list)[i];
-      return Value::string(obj.s.substr(at[i], std::min(at[i + 1], obj.s.size()) - at[i]));
+      return Value::string(obj.s.substr(at[i], at[i + 1] - at[i]));
     }
     if (!obj.defined()) fail(e, "'" + describe(*e.a[0]) + "' is undefined (reading [" + key.to_string() + "])");
     fail(e, std::string("cannot index a ") + obj.type_name());
@@ -390,7 +383,7 @@ class Renderer {
     if (obj.is(K::kString)) {
       std::string s;
       for (int64_t k = b; step > 0 ? k < end : k > end; k += step)
-        s.append(obj.s, at[k], std::min(at[k + 1], obj.s.size()) - at[k]);
+        s.append(obj.s, at[k], at[k + 1] - at[k]);
       return Value::string(s);
     }
     List l;

@@ -32,17 +32,30 @@ grpc::Status read_prompt(const std::string& text, const google::protobuf::Repeat
   return Status::OK;
 }
 
-// Authorization, a free inspection slot (taken: *slot = true), then the prompt: what both
-// inspection calls check first.
+}  // namespace
+
+bool InspectionSlot::take(InferenceService& service) {
+  if (!service.begin_inspection()) return false;
+  service_ = &service;
+  held_ = true;
+  return true;
+}
+
+void InspectionSlot::release() {
+  if (held_.exchange(false)) service_->end_inspection();
+}
+
+namespace {
+
+// Authorization, a free inspection slot, then the prompt: what both inspection calls check first.
 template <class Req>
 grpc::Status admit(InferenceService& service, const grpc::CallbackServerContext* ctx, const Req& request,
-                   std::vector<int32_t>* prompt, bool* slot) {
+                   std::vector<int32_t>* prompt, InspectionSlot* slot) {
   if (grpc::Status auth = service.authorize(ctx); !auth.ok()) return auth;
-  if (!service.begin_inspection())
+  if (!slot->take(service))
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "inspection: " + std::to_string(service.max_inspect_calls()) +
                             " calls already running (server.max_inspect_calls); try again later");
-  *slot = true;
   return read_prompt(request.prompt(), request.prompt_token_ids(),
                      service.engine().tokenizer(), service.inspect_max_tokens(), prompt);
 }
@@ -79,7 +92,7 @@ InspectAttentionCall::InspectAttentionCall(InferenceService& service, grpc::Call
   Engine& engine = service_.engine();
   std::vector<int32_t> prompt;
   if (grpc::Status st = admit(service_, ctx, *request, &prompt, &slot_); !st.ok()) {
-    Finish(st);
+    finish(st);
     return;
   }
   matrices_ = !request->has_include_matrices() ? Matrices::kFitting
@@ -88,7 +101,7 @@ InspectAttentionCall::InspectAttentionCall(InferenceService& service, grpc::Call
   period_ = request->has_induction_period() ? request->induction_period() : kDefaultPeriod;
   const int32_t max_period = std::min((service_.inspect_max_tokens() - 1) / 2, engine.model_info().n_vocab / 2);
   if (period_ < 2 || period_ > max_period) {
-    Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+    finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "induction_period: must be between 2 and " + std::to_string(max_period)));
     return;
   }
@@ -103,12 +116,12 @@ InspectAttentionCall::InspectAttentionCall(InferenceService& service, grpc::Call
   fan_out_ = std::make_shared<EngineFanOut>(engine);
   SubmitResult r = fan_out_->start({std::move(main), std::move(probe)},
                                    [this](std::vector<Completion>& done) { answer(done); });
-  if (!r.ok()) Finish(submit_grpc_status(r));
+  if (!r.ok()) finish(submit_grpc_status(r));
 }
 
 void InspectAttentionCall::answer(std::vector<Completion>& done) {
   if (grpc::Status st = completions_status(done, service_.shutting_down()); !st.ok()) {
-    Finish(st);
+    finish(st);
     return;
   }
   const AttentionCapture& a = *done[0].attention;
@@ -133,7 +146,7 @@ void InspectAttentionCall::answer(std::vector<Completion>& done) {
     h->set_label(s.label);
   }
   add_matrices(a);
-  Finish(grpc::Status::OK);
+  finish(grpc::Status::OK);
 }
 
 void InspectAttentionCall::add_matrices(const AttentionCapture& a) {
@@ -163,9 +176,14 @@ void InspectAttentionCall::OnCancel() {
   if (fan_out_) fan_out_->cancel();
 }
 
+void InspectAttentionCall::finish(const grpc::Status& status) {
+  slot_.release();
+  Finish(status);
+}
+
 void InspectAttentionCall::OnDone() {
   InferenceService& service = service_;
-  if (slot_) service.end_inspection();
+  slot_.release();
   delete this;
   service.stream_done();
 }
@@ -178,12 +196,12 @@ HeadImportanceCall::HeadImportanceCall(InferenceService& service, grpc::Callback
   Engine& engine = service_.engine();
   std::vector<int32_t> prompt;
   if (grpc::Status st = admit(service_, ctx, *request, &prompt, &slot_); !st.ok()) {
-    Finish(st);
+    finish(st);
     return;
   }
   const double budget = request->has_loss_budget() ? request->loss_budget() : kDefaultLossBudget;
   if (!(budget >= 0.0 && budget <= 100.0)) {
-    Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "loss_budget: must be between 0 and 100"));
+    finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "loss_budget: must be between 0 and 100"));
     return;
   }
   response_->set_loss_budget(budget);
@@ -205,12 +223,12 @@ HeadImportanceCall::HeadImportanceCall(InferenceService& service, grpc::Callback
     fan_out_ = fan_out;
   }
   SubmitResult r = fan_out->start(std::move(requests), [this](std::vector<Completion>& done) { rank(done); });
-  if (!r.ok()) Finish(submit_grpc_status(r));
+  if (!r.ok()) finish(submit_grpc_status(r));
 }
 
 void HeadImportanceCall::rank(std::vector<Completion>& done) {
   if (grpc::Status st = completions_status(done, service_.shutting_down()); !st.ok()) {
-    Finish(st);
+    finish(st);
     return;
   }
   const double baseline = mean_logprob(done[0]);
@@ -244,11 +262,11 @@ void HeadImportanceCall::rank(std::vector<Completion>& done) {
   }
   // Runs on the engine loop thread: submit only queues, so this cannot deadlock.
   SubmitResult r = fan_out->start(std::move(requests), [this](std::vector<Completion>& d) { measure_joint(d); });
-  if (!r.ok()) Finish(submit_grpc_status(r));
+  if (!r.ok()) finish(submit_grpc_status(r));
 }
 
 void HeadImportanceCall::measure_joint(std::vector<Completion>& done) {
-  if (grpc::Status st = completions_status(done, service_.shutting_down()); !st.ok()) return Finish(st);
+  if (grpc::Status st = completions_status(done, service_.shutting_down()); !st.ok()) return finish(st);
   const double baseline = response_->baseline_mean_logprob();
   std::vector<double> measured;
   for (const Completion& c : done) measured.push_back(baseline - mean_logprob(c));
@@ -261,7 +279,7 @@ void HeadImportanceCall::measure_joint(std::vector<Completion>& done) {
     }
   response_->set_prunable_estimated_drop(best ? estimated_[best - 1] : 0.0);
   response_->set_prunable_measured_drop(best ? measured[best - 1] : 0.0);
-  Finish(grpc::Status::OK);
+  finish(grpc::Status::OK);
 }
 
 void HeadImportanceCall::OnCancel() {
@@ -273,9 +291,14 @@ void HeadImportanceCall::OnCancel() {
   if (fan_out) fan_out->cancel();
 }
 
+void HeadImportanceCall::finish(const grpc::Status& status) {
+  slot_.release();
+  Finish(status);
+}
+
 void HeadImportanceCall::OnDone() {
   InferenceService& service = service_;
-  if (slot_) service.end_inspection();
+  slot_.release();
   delete this;
   service.stream_done();
 }

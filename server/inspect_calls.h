@@ -2,12 +2,27 @@
 // EngineFanOut and answers when they are all done; cancelling the call cancels them.
 #pragma once
 
+#include <atomic>
+
 #include <memory>
 
 #include "engine_fan_out.h"
 #include "inference_service.h"
 
 namespace kvserve {
+
+// One of server.max_inspect_calls, held by a call. It is given back (once) before the call's
+// status is sent, so that the client's next call never finds it still taken, and in OnDone at
+// the latest.
+class InspectionSlot {
+ public:
+  bool take(InferenceService& service);
+  void release();
+
+ private:
+  InferenceService* service_ = nullptr;
+  std::atomic<bool> held_{false};
+};
 
 class InspectAttentionCall : public grpc::ServerUnaryReactor {
  public:
@@ -19,11 +34,12 @@ class InspectAttentionCall : public grpc::ServerUnaryReactor {
  private:
   void answer(std::vector<Completion>& done);
   void add_matrices(const AttentionCapture& a);
+  void finish(const grpc::Status& status);  // the slot back, then Finish
 
   InferenceService& service_;
   v1::InspectAttentionResponse* response_;
   std::shared_ptr<EngineFanOut> fan_out_;
-  bool slot_ = false;  // holds one of server.max_inspect_calls
+  InspectionSlot slot_;
   std::vector<int32_t> prompt_ids_;
   enum class Matrices { kFitting, kFloat, kNone };  // see include_matrices in the proto
   Matrices matrices_ = Matrices::kFitting;
@@ -40,6 +56,7 @@ class HeadImportanceCall : public grpc::ServerUnaryReactor {
  private:
   void rank(std::vector<Completion>& done);
   void measure_joint(std::vector<Completion>& done);
+  void finish(const grpc::Status& status);  // the slot back, then Finish
 
   InferenceService& service_;
   v1::HeadImportanceResponse* response_;
@@ -47,7 +64,7 @@ class HeadImportanceCall : public grpc::ServerUnaryReactor {
   std::vector<std::vector<HeadRef>> prefixes_;  // the candidate sets measured together
   std::vector<double> estimated_;               // [k-1]: the single drops of prefix k, summed
   std::mutex mu_;
-  bool slot_ = false;  // holds one of server.max_inspect_calls
+  InspectionSlot slot_;
   std::shared_ptr<EngineFanOut> fan_out_;  // the current phase: singles, then the joint check
 };
 

@@ -420,6 +420,24 @@ TEST_F(ServerE2E, InspectAttentionAndHeadImportanceBesideNormalTraffic) {
   expect_all_blocks_free();
 }
 
+// An inspection slot is free again the moment its call has ended: it is given back before the
+// status is sent (it used to be in OnDone, after the client saw the end, and a call made right
+// after another could find every slot taken).
+TEST_F(ServerE2E, AnInspectionSlotIsFreeTheMomentItsCallEnds) {
+  start({"--set", "server.max_inspect_calls=1"});
+  int refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    grpc::ClientContext ctx;
+    pb::InspectAttentionRequest r;
+    r.set_prompt("Once upon a time");
+    pb::InspectAttentionResponse out;
+    const grpc::Status s = stub_->InspectAttention(&ctx, r, &out);
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++refused;
+    else ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(refused, 0);
+}
+
 TEST_F(ServerE2E, InspectionRefusesBadInputNamingTheField) {
   auto inspect_status = [&](const std::function<void(pb::InspectAttentionRequest&)>& edit) {
     grpc::ClientContext ctx;

@@ -23,7 +23,7 @@ using testing::shared_model;
 std::string synthetic_mha() {
   static const std::string path = [] {
     std::string p = std::string(KVSERVE_BINARY_DIR) + "/test-engine-mha.gguf";
-    write_synthetic_llama({.dim = 64, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 96, .vocab = 300,
+    write_synthetic_model({.dim = 64, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 96, .vocab = 300,
                            .context = 512, .seed = 21},
                           p);
     return p;
@@ -160,7 +160,7 @@ TEST(Engine, Q8KvCacheBatchEqualsSoloAndHolds188xTheTokens) {
 
   // A model whose K/V rows are not whole blocks of 32 values is refused, naming the field.
   const std::string odd = std::string(KVSERVE_BINARY_DIR) + "/test-engine-kv36.gguf";
-  write_synthetic_llama({.dim = 36, .layers = 1, .heads = 6, .kv_heads = 6, .ffn = 32, .vocab = 300, .context = 64}, odd);
+  write_synthetic_model({.dim = 36, .layers = 1, .heads = 6, .kv_heads = 6, .ffn = 32, .vocab = 300, .context = 64}, odd);
   EngineOptions bad = options(odd, 64);
   bad.scheduler.max_model_len = 64;
   bad.cache.dtype = "q8_0";

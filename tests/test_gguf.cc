@@ -73,7 +73,7 @@ TEST(Gguf, RoundTripsEveryValueType) {
 
 TEST(Gguf, EveryTruncationIsAnErrorNotACrash) {
   SyntheticSpec spec{.dim = 16, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 16, .vocab = 260};
-  write_synthetic_llama(spec, tmp("full"));
+  write_synthetic_model(spec, tmp("full"));
   const std::string bytes = testing::read_text(tmp("full"));
   // Every cut inside the header and metadata, then a sample of cuts through the tensor data.
   for (size_t cut = 0; cut < bytes.size(); cut += cut < 12000 ? 1 : 997) {
@@ -124,7 +124,7 @@ TEST(Gguf, CorruptHeadersNameTheProblem) {
 TEST(Gguf, ModelErrorsNameTensorTypeAndKey) {
   auto expect_model_error = [](const SyntheticSpec& spec, const std::string& fragment,
                                const std::function<void(std::string&)>& corrupt) {
-    write_synthetic_llama(spec, tmp("model"));
+    write_synthetic_model(spec, tmp("model"));
     std::string bytes = testing::read_text(tmp("model"));
     corrupt(bytes);
     write_bytes(tmp("model"), bytes);

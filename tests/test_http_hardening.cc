@@ -56,7 +56,7 @@ double metric(int port, const std::string& series) {
 std::string slow_model() {
   const std::string path = (std::filesystem::temp_directory_path() / "kvserve-http-hardening-slow.gguf").string();
   if (!std::filesystem::exists(path))
-    write_synthetic_llama({.dim = 512, .layers = 8, .heads = 8, .kv_heads = 8, .ffn = 1376, .vocab = 4096,
+    write_synthetic_model({.dim = 512, .layers = 8, .heads = 8, .kv_heads = 8, .ffn = 1376, .vocab = 4096,
                            .context = 4096},
                           path);
   return path;
@@ -166,7 +166,7 @@ TEST_F(HttpHardening, HostileBodiesGet400NamingTheFieldAndTheServerLives) {
 TEST_F(HttpHardening, LogprobsListingByteTokensAreValidJson) {
   // Random weights over a vocabulary that is half byte tokens: every list of 20 has some.
   const std::string model = (std::filesystem::temp_directory_path() / "kvserve-http-hardening-bytes.gguf").string();
-  write_synthetic_llama({.vocab = 512, .seed = 5}, model);
+  write_synthetic_model({.vocab = 512, .seed = 5}, model);
   server_ = std::make_unique<testing::ServerProcess>(with_http({"--model", model}));
   ASSERT_TRUE(server_->started()) << server_->log();
   port_ = http_port_of(*server_);

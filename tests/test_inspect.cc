@@ -190,7 +190,7 @@ TEST(Inspect, PromptScoreAndAblationMatchTheReferenceAndStayPerRequest) {
 
 TEST(Inspect, RefusesHeadsOutsideTheModel) {
   const std::string path = std::string(KVSERVE_BINARY_DIR) + "/test-inspect-refuse.gguf";
-  write_synthetic_llama({.dim = 32, .layers = 2, .heads = 2, .kv_heads = 2, .ffn = 32, .vocab = 300, .seed = 4}, path);
+  write_synthetic_model({.dim = 32, .layers = 2, .heads = 2, .kv_heads = 2, .ffn = 32, .vocab = 300, .seed = 4}, path);
   Engine engine(small_steps(path));
   Request r = greedy_request({1, 5, 6}, 2);
   r.inspect.ablate_heads = {{0, 1}, {2, 0}};
@@ -226,7 +226,7 @@ std::string crafted_model() {
   const std::string base = std::string(KVSERVE_BINARY_DIR) + "/test-inspect-base.gguf";
   const std::string path = std::string(KVSERVE_BINARY_DIR) + "/test-inspect-crafted.gguf";
   const int D = 32, hd = 16, V = 300;
-  write_synthetic_llama({.dim = D, .layers = 1, .heads = 2, .kv_heads = 2, .ffn = 32, .vocab = V, .seed = 9}, base);
+  write_synthetic_model({.dim = D, .layers = 1, .heads = 2, .kv_heads = 2, .ffn = 32, .vocab = V, .seed = 9}, base);
   GgufFile in(base);
   const float* emb0 = static_cast<const float*>(in.tensor_data(in.tensor("token_embd.weight")));
   std::vector<float> emb(emb0, emb0 + static_cast<size_t>(V) * D);
@@ -275,7 +275,7 @@ TEST(Inspect, BuiltHeadsGetTheirLabelsAndRandomHeadsDoNot) {
   EXPECT_GT(crafted[1].sink, 0.9);
 
   const std::string random = std::string(KVSERVE_BINARY_DIR) + "/test-inspect-random.gguf";
-  write_synthetic_llama({.dim = 64, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 96, .vocab = 300, .seed = 13}, random);
+  write_synthetic_model({.dim = 64, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 96, .vocab = 300, .seed = 13}, random);
   for (const HeadScores& s : scores_for(random, 48)) {
     std::printf("random layer %d head %d: prev %.3f sink %.3f local %.3f entropy %.3f induction %.3f -> %s\n",
                 s.layer, s.head, s.previous_token, s.sink, s.local, s.entropy, s.induction, s.label.c_str());

@@ -20,7 +20,7 @@ namespace {
 std::string tiny_model() {
   static const std::string path = [] {
     std::string p = std::string(KVSERVE_BINARY_DIR) + "/test-operator.gguf";
-    write_synthetic_llama({.dim = 32, .layers = 1, .heads = 2, .kv_heads = 2, .ffn = 32, .vocab = 300,
+    write_synthetic_model({.dim = 32, .layers = 1, .heads = 2, .kv_heads = 2, .ffn = 32, .vocab = 300,
                            .context = 256, .seed = 3},
                           p);
     return p;

@@ -108,7 +108,7 @@ TEST(PackedPanels, F16ModelSameAsTheRowLayout) {
   SyntheticSpec spec;
   spec.dim = 256, spec.ffn = 512, spec.heads = 4, spec.kv_heads = 2, spec.layers = 2, spec.vocab = 512;
   const std::string path = std::string(KVSERVE_BINARY_DIR) + "/test-f16-panels.gguf";
-  write_synthetic_llama(spec, path, "f16");
+  write_synthetic_model(spec, path, "f16");
   std::mt19937 rng(11);
   std::vector<int32_t> tokens{1};
   for (int i = 0; i < 150; ++i) tokens.push_back(3 + static_cast<int32_t>(rng() % 500));
@@ -170,12 +170,12 @@ TEST(QuantizerFallbacks, RowsNotAMultipleOf256) {
   SyntheticSpec spec;
   spec.dim = 128, spec.ffn = 384, spec.heads = 4, spec.kv_heads = 4, spec.layers = 2, spec.vocab = 512;
   const std::string dir = std::string(KVSERVE_BINARY_DIR) + "/test-fallback-";
-  write_synthetic_llama(spec, dir + "f32.gguf");
+  write_synthetic_model(spec, dir + "f32.gguf");
   const std::vector<std::pair<const char*, std::vector<T>>> allowed = {
       {"Q2_K", {T::kIQ4_NL}}, {"Q3_K_M", {T::kIQ4_NL, T::kQ5_0, T::kQ5_1}}, {"Q4_K_M", {T::kQ5_0, T::kQ8_0}},
       {"Q5_K_M", {T::kQ5_1, T::kQ8_0}}, {"Q6_K", {T::kQ8_0}}, {"Q4_0", {T::kQ4_0}}};
   for (const auto& [preset, types] : allowed) {
-    write_synthetic_llama(spec, dir + preset + ".gguf", preset);
+    write_synthetic_model(spec, dir + preset + ".gguf", preset);
     GgufFile f(dir + preset + ".gguf");
     std::vector<bool> seen(types.size());
     for (const GgufTensorInfo& t : f.tensors()) {

@@ -55,31 +55,48 @@ void validate(const SyntheticSpec& s) {
   };
   need(s.dim > 0 && s.layers > 0 && s.heads > 0 && s.kv_heads > 0 && s.ffn > 0 && s.context > 0,
        "dim, layers, heads, kv-heads, ffn and context must be positive");
-  need(s.dim % s.heads == 0, "dim must be a multiple of heads");
+  need(s.arch == "llama" || s.arch == "qwen3" || s.arch == "gemma3", "arch must be llama, qwen3 or gemma3");
+  need(s.head_dim > 0 || s.dim % s.heads == 0, "dim must be a multiple of heads (or head-dim given)");
+  need(s.head_dim >= 0, "head-dim must not be negative");
+  need(s.arch != "llama" || s.head_dim == 0 || s.head_dim * s.heads == s.dim, "head-dim of llama is dim / heads");
   need(s.heads % s.kv_heads == 0, "kv-heads must divide heads");
-  need((s.dim / s.heads) % 2 == 0, "head dimension (dim / heads) must be even for rotary embedding");
+  need((s.head_dim ? s.head_dim : s.dim / s.heads) % 2 == 0, "head dimension must be even for rotary embedding");
+  need(s.arch != "gemma3" || (s.window > 0 && s.window_period > 0), "window and window-period must be positive");
   need(s.vocab >= 259, "vocab must be at least 259 (3 special tokens and 256 byte tokens)");
 }
 
-void write_synthetic_llama(const SyntheticSpec& s, const std::string& path) {
+void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
   validate(s);
   GgufWriter w;
-  const int32_t head_dim = s.dim / s.heads;
-  char name[128];
-  std::snprintf(name, sizeof(name), "kvserve-synthetic-d%d-l%d-h%d-kv%d", s.dim, s.layers, s.heads, s.kv_heads);
-  w.add("general.architecture", GgufValue::str("llama"));
+  const int32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
+  const bool gemma = s.arch == "gemma3", head_norms = s.arch != "llama";
+  char name[160];
+  std::snprintf(name, sizeof(name), "kvserve-synthetic-%s-d%d-l%d-h%d-kv%d", s.arch.c_str(), s.dim, s.layers, s.heads,
+                s.kv_heads);
+  const std::string a = s.arch + ".";
+  w.add("general.architecture", GgufValue::str(s.arch));
   w.add("general.name", GgufValue::str(name));
   w.add("general.file_type", GgufValue::u32(s.dtype == TensorType::kF32 ? 0 : s.dtype == TensorType::kF16 ? 1 : 32));
-  w.add("llama.context_length", GgufValue::u32(s.context));
-  w.add("llama.embedding_length", GgufValue::u32(s.dim));
-  w.add("llama.block_count", GgufValue::u32(s.layers));
-  w.add("llama.feed_forward_length", GgufValue::u32(s.ffn));
-  w.add("llama.attention.head_count", GgufValue::u32(s.heads));
-  w.add("llama.attention.head_count_kv", GgufValue::u32(s.kv_heads));
-  w.add("llama.rope.dimension_count", GgufValue::u32(head_dim));
-  w.add("llama.rope.freq_base", GgufValue::f32(10000.0f));
-  w.add("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
-  w.add("llama.vocab_size", GgufValue::u32(s.vocab));
+  w.add(a + "context_length", GgufValue::u32(s.context));
+  w.add(a + "embedding_length", GgufValue::u32(s.dim));
+  w.add(a + "block_count", GgufValue::u32(s.layers));
+  w.add(a + "feed_forward_length", GgufValue::u32(s.ffn));
+  w.add(a + "attention.head_count", GgufValue::u32(s.heads));
+  w.add(a + "attention.head_count_kv", GgufValue::u32(s.kv_heads));
+  if (head_norms) {
+    w.add(a + "attention.key_length", GgufValue::u32(head_dim));
+    w.add(a + "attention.value_length", GgufValue::u32(head_dim));
+  } else {
+    w.add(a + "rope.dimension_count", GgufValue::u32(head_dim));
+  }
+  w.add(a + "rope.freq_base", GgufValue::f32(head_norms ? 1e6f : 10000.0f));
+  if (gemma) {
+    w.add(a + "rope.freq_base_swa", GgufValue::f32(10000.0f));
+    w.add(a + "attention.sliding_window", GgufValue::u32(s.window));
+    w.add(a + "attention.sliding_window_pattern", GgufValue::u32(s.window_period));
+  }
+  w.add(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-6f));
+  w.add(a + "vocab_size", GgufValue::u32(s.vocab));
 
   GgufArray tokens, scores, types;
   auto add_token = [&](std::string text, float score, int32_t type) {
@@ -116,38 +133,45 @@ void write_synthetic_llama(const SyntheticSpec& s, const std::string& path) {
     w.add_tensor(tname, std::move(dims), type,
                  [n, type, seed, scale, norm](uint8_t* out) { fill(out, n, type, seed, scale, norm); });
   };
-  const uint64_t d = s.dim, ff = s.ffn, v = s.vocab, kvd = uint64_t(s.kv_heads) * head_dim;
+  const uint64_t d = s.dim, ff = s.ffn, v = s.vocab, hd = head_dim, qd = uint64_t(s.heads) * head_dim,
+                 kvd = uint64_t(s.kv_heads) * head_dim;
   add("token_embd.weight", {d, v}, false);
   for (int l = 0; l < s.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", {d}, true);
-    add(p + "attn_q.weight", {d, d}, false);
+    add(p + "attn_q.weight", {d, qd}, false);
     add(p + "attn_k.weight", {d, kvd}, false);
     add(p + "attn_v.weight", {d, kvd}, false);
-    add(p + "attn_output.weight", {d, d}, false);
+    if (head_norms) {
+      add(p + "attn_q_norm.weight", {hd}, true);
+      add(p + "attn_k_norm.weight", {hd}, true);
+    }
+    add(p + "attn_output.weight", {qd, d}, false);
+    if (gemma) add(p + "post_attention_norm.weight", {d}, true);
     add(p + "ffn_norm.weight", {d}, true);
     add(p + "ffn_gate.weight", {d, ff}, false);
     add(p + "ffn_up.weight", {d, ff}, false);
     add(p + "ffn_down.weight", {ff, d}, false);
+    if (gemma) add(p + "post_ffw_norm.weight", {d}, true);
   }
   add("output_norm.weight", {d}, true);
   if (!s.tied_output) add("output.weight", {d, v}, false);
   w.write(path);
 }
 
-void write_synthetic_llama(const SyntheticSpec& spec, const std::string& path, const std::string& preset_name) {
+void write_synthetic_model(const SyntheticSpec& spec, const std::string& path, const std::string& preset_name) {
   const QuantPreset* preset = find_quant_preset(preset_name);
   if (!preset) throw std::invalid_argument("unknown weight type '" + preset_name + "' (one of " + quant_preset_names() + ")");
   SyntheticSpec s = spec;
   const TensorType base = preset->base;
   if (base == TensorType::kF32 || base == TensorType::kF16 || base == TensorType::kBF16) {
     s.dtype = base;
-    write_synthetic_llama(s, path);
+    write_synthetic_model(s, path);
     return;
   }
   s.dtype = TensorType::kF32;
   const std::string tmp = path + ".f32.tmp";
-  write_synthetic_llama(s, tmp);
+  write_synthetic_model(s, tmp);
   {
     GgufFile f32(tmp);
     quantize_file(f32, path, *preset);

@@ -1,6 +1,6 @@
-// Synthetic Llama-architecture GGUF models: any shape, deterministic random weights, and a
-// byte-level SentencePiece-style vocab (byte tokens plus filler pieces). How a machine without
-// downloads gets a model, and how benchmarks get models of realistic size.
+// Synthetic GGUF models (llama, qwen3 or gemma3 architecture): any shape, deterministic random
+// weights, and a byte-level SentencePiece-style vocab (byte tokens plus filler pieces). How a
+// machine without downloads gets a model, and how benchmarks get models of realistic size.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +11,15 @@
 namespace kvserve {
 
 struct SyntheticSpec {
+  std::string arch = "llama";  // "llama", "qwen3" (Q/K head norms) or "gemma3" (also windowed layers)
   int32_t dim = 64;         // embedding width
   int32_t layers = 2;
   int32_t heads = 4;
   int32_t kv_heads = 4;     // must divide heads
-  int32_t ffn = 172;        // SwiGLU hidden width
+  int32_t head_dim = 0;     // 0: dim / heads (qwen3 and gemma3 may differ)
+  int32_t ffn = 172;        // gated FFN hidden width
+  int32_t window = 1024;    // gemma3: the sliding window of its local layers
+  int32_t window_period = 6;  // gemma3: period - 1 local layers, then one global
   int32_t vocab = 512;      // at least 259 (3 specials + 256 bytes)
   int32_t context = 2048;   // llama.context_length
   TensorType dtype = TensorType::kF32;  // of the 2-D weights; norms stay F32
@@ -25,10 +29,10 @@ struct SyntheticSpec {
 
 // Throws std::invalid_argument naming the field when the shape is impossible.
 void validate(const SyntheticSpec& spec);
-void write_synthetic_llama(const SyntheticSpec& spec, const std::string& path);
+void write_synthetic_model(const SyntheticSpec& spec, const std::string& path);
 // The same model in a llama-quantize preset ("Q4_K_M", "F16", ...: gguf/quant_presets.h),
 // quantized from F32 as kvserve-quantize does; spec.dtype is ignored. Throws
 // std::invalid_argument for an unknown preset.
-void write_synthetic_llama(const SyntheticSpec& spec, const std::string& path, const std::string& preset);
+void write_synthetic_model(const SyntheticSpec& spec, const std::string& path, const std::string& preset);
 
 }  // namespace kvserve

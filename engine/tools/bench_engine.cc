@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     model = models_dir + "/bench-d" + std::to_string(spec.dim) + "-l" + std::to_string(spec.layers) + "-h" +
             std::to_string(spec.heads) + "-kv" + std::to_string(spec.kv_heads) + "-f" + std::to_string(spec.ffn) +
             "-v" + std::to_string(spec.vocab) + "-" + dtype + ".gguf";
-    if (!std::filesystem::exists(model)) kvserve::write_synthetic_llama(spec, model, dtype);
+    if (!std::filesystem::exists(model)) kvserve::write_synthetic_model(spec, model, dtype);
   }
 
   const int max_batch = *std::max_element(batches.begin(), batches.end());

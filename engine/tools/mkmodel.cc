@@ -1,4 +1,4 @@
-// kvserve-mkmodel: writes a synthetic Llama-architecture GGUF model of any shape.
+// kvserve-mkmodel: writes a synthetic GGUF model (llama, qwen3 or gemma3) of any shape.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -7,15 +7,21 @@
 #include "model/synthetic.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Write a synthetic Llama-architecture GGUF model with deterministic random weights"};
+  CLI::App app{"Write a synthetic GGUF model (llama, qwen3 or gemma3 architecture) with deterministic random weights"};
   kvserve::SyntheticSpec spec;
   std::string out, dtype = "f32";
   app.add_option("--out", out, "output GGUF path")->required();
+  app.add_option("--arch", spec.arch, "architecture: llama, qwen3 or gemma3")->capture_default_str();
   app.add_option("--dim", spec.dim, "embedding width")->capture_default_str();
   app.add_option("--layers", spec.layers, "transformer blocks")->capture_default_str();
   app.add_option("--heads", spec.heads, "query heads")->capture_default_str();
   app.add_option("--kv-heads", spec.kv_heads, "KV heads (divides heads)")->capture_default_str();
+  app.add_option("--head-dim", spec.head_dim, "head dimension (0: dim / heads; qwen3 and gemma3 may differ)")
+      ->capture_default_str();
   app.add_option("--ffn", spec.ffn, "feed-forward width")->capture_default_str();
+  app.add_option("--window", spec.window, "gemma3: sliding window of the local layers")->capture_default_str();
+  app.add_option("--window-period", spec.window_period, "gemma3: period - 1 local layers, then one global")
+      ->capture_default_str();
   app.add_option("--vocab", spec.vocab, "vocabulary size (>= 259)")->capture_default_str();
   app.add_option("--context", spec.context, "context length")->capture_default_str();
   app.add_option("--dtype", dtype, "weight type: a preset of kvserve-quantize (" + kvserve::quant_preset_names() + ")")
@@ -24,7 +30,7 @@ int main(int argc, char** argv) {
   app.add_flag("--tied", spec.tied_output, "no output.weight: the embedding is the classifier");
   CLI11_PARSE(app, argc, argv);
   try {
-    kvserve::write_synthetic_llama(spec, out, dtype);
+    kvserve::write_synthetic_model(spec, out, dtype);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvserve-mkmodel: %s\n", e.what());
     return 1;

@@ -33,7 +33,7 @@ const Served& served() {
     std::string path = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
     if (!std::filesystem::exists(path)) {
       path = "/tmp/kvserve-fuzz-http-vocab.gguf";
-      kvserve::write_synthetic_llama({.dim = 8, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 8, .vocab = 600}, path);
+      kvserve::write_synthetic_model({.dim = 8, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 8, .vocab = 600}, path);
     }
     Served out;
     out.file = std::make_unique<kvserve::GgufFile>(path);

@@ -38,7 +38,7 @@ const Vocab& vocab() {
     std::string path = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
     if (!std::filesystem::exists(path)) {  // no ../shared: a synthetic SentencePiece-style vocab
       path = "/tmp/kvserve-fuzz-request-vocab.gguf";
-      kvserve::write_synthetic_llama({.dim = 8, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 8, .vocab = 600}, path);
+      kvserve::write_synthetic_model({.dim = 8, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 8, .vocab = 600}, path);
     }
     Vocab out;
     out.file = std::make_unique<kvserve::GgufFile>(path);

@@ -29,7 +29,7 @@ Vocabs& vocabs() {
     }
     if (paths.empty()) {  // no ../shared: a synthetic SentencePiece-style vocab
       const std::string p = "/tmp/kvserve-fuzz-vocab.gguf";
-      kvserve::write_synthetic_llama({.dim = 8, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 8, .vocab = 600}, p);
+      kvserve::write_synthetic_model({.dim = 8, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 8, .vocab = 600}, p);
       paths.push_back(p);
     }
     for (const auto& p : paths) {

@@ -64,13 +64,16 @@ void log_startup(const kvserve::Engine& engine) {
     spdlog::warn("the KV cache ({} tokens) is smaller than one full-length request (max_model_len {}): no request "
                  "may exceed {} tokens; raise cache.memory_bytes or lower scheduler.max_model_len",
                  m.token_capacity, m.max_model_len, m.max_request_tokens);
-  if (m.every_layer_windowed)
-    spdlog::info("sliding window: every layer sees its last {} positions; blocks behind it are released, so a "
-                 "request holds at most {} tokens of cache",
-                 m.sliding_window, m.kv_tokens_per_request);
+  if (m.kv_windowed_layers > 0)
+    spdlog::info("sliding window: {} of {} layers see their last {} positions and release the blocks behind them "
+                 "({}); a {}-token request holds at most {} token-layers on those and {} on the {} full layers, "
+                 "{:.1f} MiB in all ({:.1f} MiB without the release)",
+                 m.kv_windowed_layers, m.n_layer, m.sliding_window, m.kv_layout, m.max_model_len,
+                 m.kv_request_token_layers_windowed, m.kv_request_token_layers_full, m.kv_full_layers,
+                 m.kv_bytes_per_request / double(1 << 20),
+                 double(m.kv_bytes_per_token) * m.max_model_len / double(1 << 20));
   else if (m.sliding_window > 0)
-    spdlog::info("sliding window of {} positions on some layers; the others read every position, so a request "
-                 "keeps all its blocks",
+    spdlog::info("sliding window of {} positions on some layers, no shorter than max_model_len: nothing to release",
                  m.sliding_window);
   for (const auto& v : m.kv_what_if)
     spdlog::info("KV what-if {:>6}: {:>9} bytes/token, {:>10} tokens, {:.2f}x at {} tokens", v.name, v.bytes_per_token,

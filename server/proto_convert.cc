@@ -127,6 +127,12 @@ void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoRespon
   out->set_kernels(i.kernels);
   out->set_sliding_window(i.sliding_window);
   out->set_kv_tokens_per_request(i.kv_tokens_per_request);
+  out->set_kv_layout(i.kv_layout);
+  out->set_kv_windowed_layers(i.kv_windowed_layers);
+  out->set_kv_full_layers(i.kv_full_layers);
+  out->set_kv_request_token_layers_windowed(i.kv_request_token_layers_windowed);
+  out->set_kv_request_token_layers_full(i.kv_request_token_layers_full);
+  out->set_kv_bytes_per_request(i.kv_bytes_per_request);
   out->set_server_version(kvserve::server_version());
   out->set_num_threads(i.num_threads);
   out->set_num_params(i.n_params);

@@ -22,8 +22,11 @@ struct RunSeq {
 
 class ModelRunner {
  public:
-  ModelRunner(DecoderModel& model, int32_t block_size, int32_t num_blocks, uint32_t shuffle_seed = 0)
-      : model_(model), kv_(model.kv_shape(), block_size, num_blocks), alloc_(num_blocks) {
+  // element_bytes: the cache's K/V elements (4 f32, 2 f16, 1 q8_0). The cache has one block
+  // table for every layer, whatever the model's windows.
+  ModelRunner(DecoderModel& model, int32_t block_size, int32_t num_blocks, uint32_t shuffle_seed = 0,
+              int32_t element_bytes = 4)
+      : model_(model), kv_(shape(model, element_bytes), block_size, num_blocks), alloc_(num_blocks) {
     // Take the blocks in a scrambled order so block tables are non-contiguous.
     if (shuffle_seed) {
       std::vector<int32_t> taken;
@@ -81,6 +84,11 @@ class ModelRunner {
   }
 
   BlockAllocator& allocator() { return alloc_; }
+  static KvShape shape(const DecoderModel& model, int32_t element_bytes) {
+    KvShape s = model.kv_shape();
+    s.element_bytes = element_bytes;
+    return s;
+  }
   int32_t block_size() const { return kv_.block_size(); }
 
  private:

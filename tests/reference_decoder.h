@@ -1,5 +1,5 @@
 // An independent, deliberately naive forward pass in double precision for the architectures of
-// ../shared/models/arch (llama with rope_freqs, qwen2, phi3, gemma2, gpt2), written from the
+// ../shared/models/arch (llama with rope_freqs, qwen2, phi3, gemma2, gpt2, qwen3, gemma3), written from the
 // models' published definitions: dense causal attention recomputed for the whole sequence, no
 // cache, no kernels, no ArchSpec. It reads weights straight from the GGUF file (F32 only) and
 // shares no code with DecoderModel. GELU is the tanh form with its input and output rounded to
@@ -41,6 +41,9 @@ class ReferenceDecoder {
     final_cap_ = getf("final_logit_softcapping", 0.0);
     vocab_ = static_cast<int>(f.tensor("token_embd.weight").dims[1]);
     if (f.find_tensor("rope_freqs.weight")) freq_factors_ = w("rope_freqs.weight");
+    base_local_ = getf("rope.freq_base_swa", 10000.0);
+    if (f.has(arch_ + ".rope.scaling.factor")) linear_ = getf("rope.scaling.factor", 1.0);
+    period_ = geti("attention.sliding_window_pattern", 6);
   }
 
   // log p(tokens[t+1] | tokens[..t]) for t = 0..T-2.
@@ -61,7 +64,9 @@ class ReferenceDecoder {
   std::vector<std::vector<double>> forward(const std::vector<int32_t>& tokens,
                                            std::vector<std::vector<double>>* probs = nullptr) const {
     const int T = static_cast<int>(tokens.size()), kvd = kv_heads_ * hd_, qd = heads_ * hd_;
-    const bool gpt2 = arch_ == "gpt2", phi3 = arch_ == "phi3", gemma2 = arch_ == "gemma2";
+    const bool gpt2 = arch_ == "gpt2", phi3 = arch_ == "phi3", gemma3 = arch_ == "gemma3";
+    const bool gemma2 = arch_ == "gemma2" || gemma3;  // what Gemma 3 shares with Gemma 2
+    const bool head_norms = gemma3 || arch_ == "qwen3";
     const bool neox = arch_ != "llama";
     auto emb = w("token_embd.weight");
     std::vector<std::vector<double>> x(T, std::vector<double>(d_));
@@ -78,8 +83,14 @@ class ReferenceDecoder {
     if (probs) probs->assign(static_cast<size_t>(layers_) * heads_, std::vector<double>(static_cast<size_t>(T) * T, 0.0));
     for (int l = 0; l < layers_; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
-      // Gemma 2 windows its even layers, phi3 every layer.
-      const int window = phi3 ? window_ : gemma2 && l % 2 == 0 ? window_ : 0;
+      // Gemma 2 windows its even layers, Gemma 3 all but every period-th, phi3 every layer.
+      const int window = phi3                ? window_
+                         : gemma3            ? (l % period_ < period_ - 1 ? window_ : 0)
+                         : gemma2 && l % 2 == 0 ? window_
+                                             : 0;
+      // Gemma 3's windowed layers rotate with their own base and no scaling, the others scaled.
+      const double base = gemma3 && window > 0 ? base_local_ : base_;
+      const double scale = gemma3 && window == 0 ? linear_ : 1.0;
       std::vector<std::vector<double>> q(T), k(T), v(T);
       for (int t = 0; t < T; ++t) {
         auto h = norm(x[t], p + "attn_norm");
@@ -93,9 +104,13 @@ class ReferenceDecoder {
           k[t] = linear(p + "attn_k", h, kvd);
           v[t] = linear(p + "attn_v", h, kvd);
         }
+        if (head_norms) {
+          head_norm(q[t], p + "attn_q_norm");
+          head_norm(k[t], p + "attn_k_norm");
+        }
         if (!gpt2) {
-          rope(q[t], t, heads_, neox);
-          rope(k[t], t, kv_heads_, neox);
+          rope(q[t], t, heads_, neox, base, scale);
+          rope(k[t], t, kv_heads_, neox, base, scale);
         }
       }
       for (int t = 0; t < T; ++t) {
@@ -190,10 +205,20 @@ class ReferenceDecoder {
     }
     return y;
   }
-  void rope(std::vector<double>& v, int pos, int nh, bool neox) const {
+  // RMSNorm of each head_dim-wide head of v with the one weight vector `name`.weight.
+  void head_norm(std::vector<double>& v, const std::string& name) const {
+    const auto g = w(name + ".weight");
+    for (size_t h = 0; h * hd_ < v.size(); ++h) {
+      double ss = 0;
+      for (int i = 0; i < hd_; ++i) ss += v[h * hd_ + i] * v[h * hd_ + i];
+      const double inv = 1.0 / std::sqrt(ss / hd_ + eps_);
+      for (int i = 0; i < hd_; ++i) v[h * hd_ + i] *= inv * g[i];
+    }
+  }
+  void rope(std::vector<double>& v, int pos, int nh, bool neox, double base, double linear) const {
     for (int h = 0; h < nh; ++h)
       for (int i = 0; i < rot_ / 2; ++i) {
-        double th = pos * std::pow(base_, -2.0 * i / rot_);
+        double th = pos / linear * std::pow(base, -2.0 * i / rot_);
         if (!freq_factors_.empty()) th /= freq_factors_[i];
         const int ia = h * hd_ + (neox ? i : 2 * i), ib = h * hd_ + (neox ? i + rot_ / 2 : 2 * i + 1);
         const double a = v[ia], b = v[ib];
@@ -212,7 +237,8 @@ class ReferenceDecoder {
   const GgufFile& f_;
   std::string arch_;
   int d_, layers_, heads_, kv_heads_, ff_, hd_, rot_, vocab_, window_;
-  double base_, eps_, attn_cap_, final_cap_;
+  double base_, eps_, attn_cap_, final_cap_, base_local_ = 10000.0, linear_ = 1.0;
+  int period_ = 6;
   std::vector<double> freq_factors_;
 };
 

@@ -1,4 +1,5 @@
-// Every architecture in ../shared/models/arch against llama.cpp b4747 (reference-logprobs.json):
+// Every architecture in ../shared/models/arch against llama.cpp (b4747's reference-logprobs.json;
+// qwen3 and gemma3 against b10472's reference-logprobs-b10472.json):
 // the reference text's teacher-forced log-probabilities within 0.002 nats/token on every kernel
 // level, and the greedy continuation of "Once upon a time" token for token.
 #include <gtest/gtest.h>
@@ -19,7 +20,8 @@
 namespace kvserve {
 namespace {
 
-const char* const kArchModels[] = {"tiny-qwen2", "tiny-phi3", "tiny-gemma2", "tiny-gpt2", "tiny-llama3rope"};
+const char* const kArchModels[] = {"tiny-qwen2", "tiny-phi3",       "tiny-gemma2", "tiny-gpt2",
+                                   "tiny-llama3rope", "tiny-qwen3", "tiny-gemma3"};
 
 class ArchFiles : public ::testing::TestWithParam<std::tuple<const char*, KernelLevel>> {
  protected:
@@ -119,9 +121,10 @@ TEST_P(QuantizedArch, MatchesItsTwinAndStaysNearTheF32Reference) {
   // The quantized file with float activations and its twin are the same arithmetic in another
   // summation order (which GELU's half-precision rounding magnifies on gpt2 to 2e-4).
   EXPECT_NEAR(vs_twin_float.mean_ours, twin_vs_ref.mean_ours, 5e-4);
-  // Quantization moves these tiny models' log-probabilities (measured up to 0.09 for Q8_0 and
-  // 0.50 for Q4_K_M, the 8-bit activations included); the bounds are 1.5x that.
-  const double bound = std::string(preset) == "Q8_0" ? 0.15 : 0.75;
+  // Quantization moves these tiny models' log-probabilities (measured up to 0.16 for Q8_0, on
+  // gemma3 whose twin alone is 0.13 away, and 0.53 for Q4_K_M, the 8-bit activations
+  // included); the bounds are 1.5x that.
+  const double bound = std::string(preset) == "Q8_0" ? 0.24 : 0.8;
   EXPECT_LE(served.mean_abs, bound);
   GgufFile f(quant);
   EXPECT_NE(load_model(f, {})->hparams().held_types.find(std::string(preset) == "Q8_0" ? "Q8_0" : "Q"), std::string::npos);

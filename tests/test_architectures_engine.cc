@@ -10,6 +10,7 @@
 
 #include "engine_harness.h"
 #include "gguf/gguf.h"
+#include "kv_cache/kv_layout.h"
 #include "model/decoder_model.h"
 #include "model_runner.h"
 #include "runtime/engine.h"
@@ -22,9 +23,17 @@ using testing::collect;
 using testing::greedy_request;
 using testing::shared_model;
 
-const char* const kArchModels[] = {"tiny-qwen2", "tiny-phi3", "tiny-gemma2", "tiny-gpt2", "tiny-llama3rope"};
+const char* const kArchModels[] = {"tiny-qwen2",      "tiny-phi3",  "tiny-gemma2", "tiny-gpt2",
+                                   "tiny-llama3rope", "tiny-qwen3", "tiny-gemma3"};
 
 std::string path_of(const char* name) { return shared_model(std::string("arch/") + name + ".gguf"); }
+
+// The cache's layer groups for a model served up to 512 tokens: a block holds one group's layers,
+// so a cache of n blocks per group holds what n blocks held with one group.
+int32_t groups_of(const std::string& model) {
+  GgufFile f(model);
+  return KvLayout::plan(DecoderHparams::from_gguf(f).layer_windows, 512).n_groups();
+}
 
 EngineOptions options(const std::string& model, int32_t num_blocks) {
   EngineOptions o;
@@ -66,7 +75,7 @@ TEST_P(ArchEngine, BatchedEqualsSoloAlsoUnderPreemption) {
     }
   }
   for (int32_t blocks : {512, 24}) {
-    Engine engine(options(model_path, blocks));
+    Engine engine(options(model_path, blocks * groups_of(model_path)));
     std::vector<std::shared_ptr<QueueSink>> sinks;
     for (const Request& r : requests) {
       sinks.push_back(std::make_shared<QueueSink>());
@@ -158,7 +167,8 @@ TEST(SlidingWindow, BlocksBehindTheWindowAreReleased) {
   Engine engine(o);
   const ModelInfo& mi = engine.model_info();
   EXPECT_EQ(mi.sliding_window, 48);
-  EXPECT_TRUE(mi.every_layer_windowed);
+  EXPECT_EQ(mi.kv_windowed_layers, mi.n_layer);
+  EXPECT_EQ(mi.kv_groups, 1);
   // The window behind a step's first token plus the step's 16 tokens, each end in a partly used block.
   EXPECT_EQ(mi.kv_tokens_per_request, ((48 - 1 + 16 + 7) / 8 + 1) * 8);
   EXPECT_NEAR(mi.max_concurrency, 128.0 / mi.kv_tokens_per_request, 1e-9);
@@ -171,12 +181,17 @@ TEST(SlidingWindow, BlocksBehindTheWindowAreReleased) {
               static_cast<long long>(out.completion.peak_kv_bytes),
               static_cast<long long>(out.completion.peak_kv_bytes / mi.kv_bytes_per_token));
 
-  // gemma2 windows only alternate layers: nothing is released and a request counts in full.
+  // gemma2 windows alternate layers: theirs are released, the others' kept, and a request
+  // counts as the full layers' max_model_len plus the windowed layers' window and chunk.
   KVSERVE_REQUIRE_SHARED_FILE(path_of("tiny-gemma2"));
   Engine gemma(options(path_of("tiny-gemma2"), 256));
-  EXPECT_EQ(gemma.model_info().sliding_window, 32);
-  EXPECT_FALSE(gemma.model_info().every_layer_windowed);
-  EXPECT_EQ(gemma.model_info().kv_tokens_per_request, 512);
+  const ModelInfo& g = gemma.model_info();
+  EXPECT_EQ(g.sliding_window, 32);
+  EXPECT_GT(g.kv_windowed_layers, 0);
+  EXPECT_EQ(g.kv_windowed_layers + g.kv_full_layers, g.n_layer);
+  EXPECT_EQ(g.kv_request_token_layers_full, int64_t{g.kv_full_layers} * 512);
+  EXPECT_EQ(g.kv_request_token_layers_windowed, int64_t{g.kv_windowed_layers} * ((32 - 1 + 64 + 7) / 8 + 1) * 8);
+  EXPECT_LT(g.kv_tokens_per_request, 512);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ using testing::shared_model;
 
 std::string temp_model(const SyntheticSpec& spec, const std::string& tag) {
   std::string path = std::string(KVSERVE_BINARY_DIR) + "/test-model-" + tag + ".gguf";
-  write_synthetic_llama(spec, path);
+  write_synthetic_model(spec, path);
   return path;
 }
 

@@ -86,7 +86,7 @@ TEST(PrefixCacheInvariants, RandomSubmitsCancelsPreemptionsEvictions) {
       Sequence* s = c.seq;
       // Positions about to be written must lie in blocks this sequence holds alone.
       for (int64_t p = s->num_computed; p < s->num_computed + c.n_tokens; ++p)
-        ASSERT_EQ(alloc.ref_count(s->table.blocks()[p / bs]), 1) << "a shared block would be written";
+        ASSERT_EQ(alloc.ref_count(s->tables[0].blocks()[p / bs]), 1) << "a shared block would be written";
       s->num_computed += c.n_tokens;
       sched.register_computed_blocks(s);
       if (c.samples) {
@@ -100,7 +100,7 @@ TEST(PrefixCacheInvariants, RandomSubmitsCancelsPreemptionsEvictions) {
     }
     ASSERT_TRUE(alloc.consistent()) << "step " << step;
     int64_t held = 0;
-    for (Sequence* s : live) held += static_cast<int64_t>(s->table.blocks().size());
+    for (Sequence* s : live) held += static_cast<int64_t>(s->tables[0].blocks().size());
     ASSERT_GE(held, alloc.num_used());  // every used block is held by someone (sharing counts twice)
   }
   for (Sequence* s : live) sched.remove(s);

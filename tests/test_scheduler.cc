@@ -13,17 +13,21 @@ namespace {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void make(int32_t blocks, int32_t block_size, SchedulerOptions o, int32_t window = 0) {
+  // window: every layer's (0: none); or layer_windows, one per layer, for a mixed model.
+  void make(int32_t blocks, int32_t block_size, SchedulerOptions o, int32_t window = 0,
+            std::vector<int32_t> layer_windows = {}, bool prefix_caching = false) {
     block_size_ = block_size;
     alloc_ = std::make_unique<BlockAllocator>(blocks);
-    sched_ = std::make_unique<Scheduler>(o, *alloc_, block_size, false, window);
+    if (layer_windows.empty()) layer_windows = {window};
+    layout_ = KvLayout::plan(layer_windows, o.max_model_len);
+    sched_ = std::make_unique<Scheduler>(o, *alloc_, block_size, prefix_caching, layout_);
   }
   Sequence* add(int prompt_len, int max_new, Priority priority = Priority::kInteractive) {
     Request r;
     r.prompt.assign(prompt_len, 7);
     r.sampling.max_new_tokens = max_new;
     r.priority = priority;
-    seqs_.push_back(std::make_unique<Sequence>(seqs_.size() + 1, r, block_size_));
+    seqs_.push_back(std::make_unique<Sequence>(seqs_.size() + 1, r, block_size_, layout_.n_groups()));
     seqs_.back()->max_tokens = prompt_len + max_new;
     sched_->add(seqs_.back().get());
     return seqs_.back().get();
@@ -35,7 +39,8 @@ class SchedulerTest : public ::testing::Test {
     for (const auto& c : out.chunks) {
       c.seq->num_computed += c.n_tokens;
       EXPECT_LE(c.seq->num_computed, static_cast<int64_t>(c.seq->tokens.size()));
-      EXPECT_GE(static_cast<int64_t>(c.seq->table.blocks().size()) * block_size_, c.seq->num_computed);
+      for (const BlockTable& t : c.seq->tables)
+        EXPECT_GE(static_cast<int64_t>(t.blocks().size()) * block_size_, c.seq->num_computed);
       sched_->after_step(c.seq);
       if (c.samples) {
         c.seq->tokens.push_back(1);
@@ -48,6 +53,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   int32_t block_size_ = 16;
+  KvLayout layout_ = KvLayout::single(1);
   std::unique_ptr<BlockAllocator> alloc_;
   std::unique_ptr<Scheduler> sched_;
   std::vector<std::unique_ptr<Sequence>> seqs_;
@@ -89,13 +95,13 @@ TEST_F(SchedulerTest, SlidingWindowReleasesBlocksBehindIt) {
     for (const auto& c : out.chunks) {
       // Every position the chunk's first token sees is still held; everything before is released.
       const int64_t first_seen = std::max<int64_t>(0, c.seq->num_computed - 24 + 1);
-      for (int64_t b = 0; b < static_cast<int64_t>(c.seq->table.blocks().size()); ++b) {
+      for (int64_t b = 0; b < static_cast<int64_t>(c.seq->tables[0].blocks().size()); ++b) {
         const bool needed = (b + 1) * 8 > first_seen;
-        EXPECT_EQ(c.seq->table.blocks()[b] != BlockTable::kReleased, needed) << "block " << b;
+        EXPECT_EQ(c.seq->tables[0].blocks()[b] != BlockTable::kReleased, needed) << "block " << b;
       }
     }
     for (Sequence* s : run(out)) seqs.erase(std::find(seqs.begin(), seqs.end(), s));
-    for (Sequence* s : seqs) most_held = std::max(most_held, s->table.held());
+    for (Sequence* s : seqs) most_held = std::max(most_held, s->tables[0].held());
   }
   EXPECT_TRUE(seqs.empty()) << "not all finished";
   EXPECT_LE(most_held, sched_->max_blocks_held(400));
@@ -180,7 +186,7 @@ TEST_F(SchedulerTest, PreemptsTheSequenceThatLosesLeastWork) {
       preempted = true;
       EXPECT_NE(p, a) << "the oldest, longest sequence was chosen as victim";
       EXPECT_EQ(p->num_computed, 0);
-      EXPECT_TRUE(p->table.blocks().empty());
+      EXPECT_TRUE(p->tables[0].blocks().empty());
     }
     run(out);
   }
@@ -283,6 +289,53 @@ TEST_F(SchedulerTest, BackgroundIsEvictedFirstAndNeverEvictsOthers) {
   for (int step = 0; step < 60 && bg->status != SeqStatus::kFinished; ++step) run(sched_->schedule());
   EXPECT_EQ(bg->status, SeqStatus::kFinished);
   EXPECT_EQ(alloc_->num_free(), 10);
+}
+
+// Gemma 3's shape: five layers windowed (16 positions), one full, in six groups of one layer.
+// Each windowed group keeps only the blocks its next token can see while the full group keeps
+// every block, so a 300-token sequence holds 6 blocks per windowed group and all 38 of the full
+// one (not 6 x 38); a second sequence with the same 64-token prefix takes the cached blocks of
+// every group (the windowed groups only those their window sees from there).
+TEST_F(SchedulerTest, WindowedGroupsReleaseTheirBlocksWhileTheFullGroupKeepsItsOwn) {
+  const SchedulerOptions o{.max_num_seqs = 4, .max_num_batched_tokens = 16, .max_model_len = 512};
+  make(200, 8, o, 0, {16, 16, 16, 16, 16, 0}, /*prefix_caching=*/true);
+  ASSERT_EQ(layout_.n_groups(), 6);
+  ASSERT_EQ(layout_.layers_per_group, 1);
+  const int64_t windowed = (16 - 1 + 16 + 7) / 8 + 1;  // window behind a chunk, the chunk, partial ends
+  EXPECT_EQ(sched_->max_blocks_held(300), 5 * windowed + (300 + 7) / 8);
+  // Without the release it would need 6 x 38 = 228 blocks: more than the cache.
+  EXPECT_EQ(sched_->check_fits(40, 300), "");
+  Sequence* a = add(80, 220);
+  int32_t most_held = 0;
+  while (std::find_if(seqs_.begin(), seqs_.end(), [&](const auto& p) { return p.get() == a; }) != seqs_.end() &&
+         a->status != SeqStatus::kFinished) {
+    const SchedulerOutput out = sched_->schedule();
+    ASSERT_FALSE(out.chunks.empty());
+    for (const auto& c : out.chunks) {
+      const int64_t first_seen = std::max<int64_t>(0, c.seq->num_computed - 16 + 1);
+      for (int32_t g = 0; g < 6; ++g)
+        for (int64_t b = 0; b < static_cast<int64_t>(c.seq->tables[g].blocks().size()); ++b) {
+          const bool held = c.seq->tables[g].blocks()[b] != BlockTable::kReleased;
+          EXPECT_EQ(held, g == 5 || (b + 1) * 8 > first_seen) << "group " << g << " block " << b;
+        }
+    }
+    most_held = std::max(most_held, a->blocks_held());
+    if (!run(out).empty()) break;
+  }
+  EXPECT_LE(most_held, sched_->max_blocks_held(300));
+  EXPECT_GT(most_held, 38);
+  EXPECT_EQ(alloc_->num_used(), 0);
+
+  // Prefix caching across groups: b's first 64 tokens (8 blocks) come from a's cached blocks in
+  // every group: the windowed groups' too, released blocks waiting on the LRU list.
+  Sequence* b = add(80, 4);
+  sched_->schedule();
+  EXPECT_EQ(b->cached_prompt_tokens, 72);
+  for (int32_t g = 0; g < 6; ++g) EXPECT_GE(b->tables[g].blocks().size(), 9u) << "group " << g;
+  // Removing it gives back every group's blocks.
+  sched_->remove(b);
+  EXPECT_TRUE(alloc_->consistent());
+  EXPECT_EQ(alloc_->num_used(), 0);
 }
 
 }  // namespace

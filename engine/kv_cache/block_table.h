@@ -21,6 +21,11 @@ class BlockTable {
   bool grow_to(int64_t n_tokens, BlockAllocator& alloc);
   // Adds a block this sequence now holds (a cached prefix block it retained).
   void append(int32_t block) { blocks_.push_back(block); }
+  // Adds an entry for a block it need not hold (behind its window), before any it holds.
+  void append_released() {
+    blocks_.push_back(kReleased);
+    ++released_;
+  }
   // Releases every block back to the allocator.
   void release_all(BlockAllocator& alloc);
   // Releases the blocks wholly before `position` (a sliding window has left them behind: no

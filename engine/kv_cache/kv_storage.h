@@ -1,12 +1,15 @@
-// The K/V memory itself: one K and one V buffer per layer, K as [num_blocks, n_kv, head_dim,
-// block_size] (transposed inside each block, see kernels/attention.h) and V as [num_blocks, n_kv,
-// block_size, head_dim], and the arithmetic an operator needs to size it.
+// The K/V memory itself: one K and one V buffer per place in a layer group (kv_layout.h; every
+// layer when all layers form one group), K as [num_blocks, n_kv, head_dim, block_size]
+// (transposed inside each block, see kernels/attention.h) and V as [num_blocks, n_kv,
+// block_size, head_dim]. Block b of a group is block b of each of its layers' buffers, so the
+// layers of another group read the same buffers through their own block tables.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kv_cache/kv_layout.h"
 #include "weights/huge_buffer.h"
 
 namespace kvserve {
@@ -33,27 +36,33 @@ struct KvShape {
 
 class KvStorage {
  public:
-  KvStorage(const KvShape& shape, int32_t block_size, int32_t num_blocks);
+  // layout: how layers share blocks (default, or one of no layers: every layer in one group).
+  KvStorage(const KvShape& shape, int32_t block_size, int32_t num_blocks, KvLayout layout = {});
 
-  // The layer's K or V as T (float when element_bytes is 4, _Float16 when it is 2).
+  // The layer's K or V as T (float when element_bytes is 4, _Float16 when it is 2), indexed by
+  // the slots of its group's block table.
   template <class T>
-  T* k(int layer) { return static_cast<T*>(k_[layer].data()); }
+  T* k(int layer) { return static_cast<T*>(k_[layout_.layer_index[layer]].data()); }
   template <class T>
-  T* v(int layer) { return static_cast<T*>(v_[layer].data()); }
+  T* v(int layer) { return static_cast<T*>(v_[layout_.layer_index[layer]].data()); }
   // q8_0: the layer's K or V scales (F16 bits), [num_blocks, block_size, n_kv·head_dim / 32].
-  uint16_t* k_scales(int layer) { return static_cast<uint16_t*>(ks_[layer].data()); }
-  uint16_t* v_scales(int layer) { return static_cast<uint16_t*>(vs_[layer].data()); }
+  uint16_t* k_scales(int layer) { return static_cast<uint16_t*>(ks_[layout_.layer_index[layer]].data()); }
+  uint16_t* v_scales(int layer) { return static_cast<uint16_t*>(vs_[layout_.layer_index[layer]].data()); }
+  const KvLayout& layout() const { return layout_; }
   bool half() const { return shape_.element_bytes == 2; }
   bool q8() const { return shape_.q8(); }
   const KvShape& shape() const { return shape_; }
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }
-  int64_t token_capacity() const { return int64_t{num_blocks_} * block_size_; }
-  int64_t bytes_per_block() const { return shape_.bytes_per_token() * block_size_; }
+  // Positions of every layer the cache holds: num_blocks · block_size with one group.
+  int64_t token_capacity() const { return int64_t{num_blocks_} * block_size_ / layout_.n_groups(); }
+  // One group's layers, block_size positions.
+  int64_t bytes_per_block() const { return shape_.bytes_per_token() / shape_.n_layers * layout_.layers_per_group * block_size_; }
   int64_t total_bytes() const { return bytes_per_block() * num_blocks_; }
 
  private:
   KvShape shape_;
+  KvLayout layout_;
   int32_t block_size_;
   int32_t num_blocks_;
   std::vector<HugeBuffer> k_, v_, ks_, vs_;

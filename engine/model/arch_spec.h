@@ -1,6 +1,10 @@
 // What distinguishes one decoder architecture from another, as data: the loader and the forward
 // pass read a spec instead of testing architecture names. One row per architecture in
 // arch_spec.cc; behaviour that no field can describe goes in a small file of its own.
+//
+// A decoder layer is an attention part followed by an FFN part. The spec picks the kind of
+// each (and their options); what differs from layer to layer (sliding window, rotary base and
+// scaling) is per-layer data that DecoderHparams derives from the spec and the file's keys.
 #pragma once
 
 #include <string>
@@ -10,27 +14,34 @@ namespace kvserve {
 
 enum class NormKind { kRms, kLayer };                  // RMSNorm, or LayerNorm with bias
 enum class RopeLayout { kAdjacentPairs, kNeox, kNone };  // (2i, 2i+1), the two halves, or no rotary
+enum class AttnKind { kMultiHead };                    // grouped-query multi-head attention over a K/V cache
 enum class FfnKind { kSwiGlu, kGeGluTanh, kGelu };     // gated SiLU, gated GELU (tanh), plain GELU
-enum class WindowedLayers { kNone, kAll, kEven };      // which layers <arch>.attention.sliding_window limits
-// 1/sqrt of what scales q·k: the head dimension, or Gemma 2's rule (n_embd / n_head for its
-// 46-layer 27B model, the head dimension otherwise; GGUF does not carry query_pre_attn_scalar).
-enum class QueryScale { kHeadDim, kGemma2 };
 
 struct ArchSpec {
   std::string name;                 // general.architecture, and the prefix of its metadata keys
   NormKind norm = NormKind::kRms;
   RopeLayout rope = RopeLayout::kAdjacentPairs;
+  AttnKind attn = AttnKind::kMultiHead;
   FfnKind ffn = FfnKind::kSwiGlu;
   bool attn_biases = false;         // Q/K/V biases are required (any projection's bias is applied where present)
+  bool qk_norm = false;             // attn_q_norm/attn_k_norm: RMSNorm of every Q and K head before rotary
   bool fused_qkv = false;           // one attn_qkv tensor (Q rows, then K, then V) instead of attn_q, attn_k, attn_v
   bool fused_gate_up = false;       // ffn_up holds gate then up (2·n_ff rows), no ffn_gate
   bool learned_positions = false;   // position_embd added to the embedding instead of rotary
   bool post_norms = false;          // post_attention_norm and post_ffw_norm before each residual add
   bool scale_embedding = false;     // embedding scaled by sqrt(n_embd)
-  bool attn_logit_softcap = false;  // <arch>.attn_logit_softcapping
-  bool final_logit_softcap = false; // <arch>.final_logit_softcapping
-  WindowedLayers windowed = WindowedLayers::kNone;  // where <arch>.attention.sliding_window applies
-  QueryScale query_scale = QueryScale::kHeadDim;
+  bool attn_logit_softcap = false;  // <arch>.attn_logit_softcapping is read
+  bool final_logit_softcap = false; // <arch>.final_logit_softcapping is read
+  // Which layers <arch>.attention.sliding_window limits: none (0), every layer (1), or with a
+  // period P > 1 layer l when l % P < P - 1 (P - 1 local layers, then one global).
+  int32_t window_period = 0;
+  bool window_period_key = false;   // <arch>.attention.sliding_window_pattern may set the period
+  // Windowed layers rotate with <arch>.rope.freq_base_swa (default 10,000) and no scaling; the
+  // others with rope.freq_base and the file's scaling (Gemma 3).
+  bool local_rope_base = false;
+  // The query scale is 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim) for a model of this
+  // many layers (Gemma's largest model; GGUF does not carry query_pre_attn_scalar); 0: never.
+  int32_t embd_query_scale_layers = 0;
   bool output_may_be_tied = true;   // no output.weight: the embedding is the classifier
 
   std::string key(const std::string& suffix) const { return name + "." + suffix; }

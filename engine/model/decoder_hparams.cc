@@ -85,16 +85,6 @@ void read_rope_scaling(ArchKeys& keys, DecoderHparams& hp) {
 
 }  // namespace
 
-int32_t DecoderHparams::window_of(int layer) const {
-  if (sliding_window == 0) return 0;
-  switch (spec->windowed) {
-    case WindowedLayers::kAll: return sliding_window;
-    case WindowedLayers::kEven: return layer % 2 == 0 ? sliding_window : 0;
-    case WindowedLayers::kNone: return 0;
-  }
-  return 0;
-}
-
 DecoderHparams DecoderHparams::from_gguf(const GgufFile& f) {
   const std::string arch =
       f.has("general.architecture") ? f.get("general.architecture").as_string("general.architecture") : "(none)";
@@ -147,12 +137,31 @@ DecoderHparams DecoderHparams::from_gguf(const GgufFile& f) {
                                1e-5f);
   if (spec->attn_logit_softcap) hp.attn_soft_cap = keys.get_float("attn_logit_softcapping", 0.0f);
   if (spec->final_logit_softcap) hp.final_soft_cap = keys.get_float("final_logit_softcapping", 0.0f);
-  if (spec->windowed != WindowedLayers::kNone) {
-    hp.sliding_window = keys.get_int("attention.sliding_window", 0, false);
-    hp.every_layer_windowed = hp.sliding_window > 0 && spec->windowed == WindowedLayers::kAll;
+  if (spec->window_period > 0) hp.sliding_window = keys.get_int("attention.sliding_window", 0, false);
+  int32_t period = spec->window_period;
+  if (spec->window_period_key && hp.sliding_window > 0) {
+    if (const GgufValue* v = keys.find("attention.sliding_window_pattern")) {
+      if (v->type != GgufType::kArray) {
+        period = keys.get_int("attention.sliding_window_pattern", period, true);
+      } else {
+        keys.fail("key '" + keys.name("attention.sliding_window_pattern") +
+                  "' as a per-layer array is not implemented (a period is)");
+      }
+    }
   }
-  const int32_t head_scale = spec->query_scale == QueryScale::kGemma2 && hp.n_layer == 46 ? hp.n_embd / hp.n_head
-                                                                                            : hp.head_dim;
+  hp.ropes.push_back({hp.rope_base, hp.rope_freq_scale});
+  if (spec->local_rope_base && hp.sliding_window > 0)
+    hp.ropes.push_back({keys.get_float("rope.freq_base_swa", 10000.0f), 1.0f});
+  else if (spec->local_rope_base)
+    keys.ignore("rope.freq_base_swa");  // no layer is windowed: every layer uses rope.freq_base
+  hp.layer_attn.resize(hp.n_layer);
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const bool local = hp.sliding_window > 0 && period > 0 && (period == 1 || l % period < period - 1);
+    hp.layer_attn[l] = {.window = local ? hp.sliding_window : 0, .rope = local && hp.ropes.size() > 1 ? 1 : 0};
+    hp.layer_windows.push_back(hp.layer_attn[l].window);
+  }
+  const int32_t head_scale =
+      spec->embd_query_scale_layers == hp.n_layer ? hp.n_embd / hp.n_head : hp.head_dim;
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(head_scale));
   if (spec->scale_embedding) hp.embed_scale = std::sqrt(static_cast<float>(hp.n_embd));
 

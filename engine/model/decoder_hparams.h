@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "model/arch_spec.h"
@@ -18,6 +19,19 @@ struct DecoderHparams : ModelHparams {
   int32_t rope_dim = 0;          // <arch>.rope.dimension_count (default: head_dim)
   float rope_base = 10000.0f;    // <arch>.rope.freq_base
   float rope_freq_scale = 1.0f;  // 1 / <arch>.rope.scaling.factor for linear scaling
+  // The rotations layers use: [0] rope_base with rope_freq_scale; [1], where the spec has
+  // local_rope_base, the windowed layers' base without scaling.
+  struct Rope {
+    float base = 10000.0f;
+    float freq_scale = 1.0f;
+  };
+  std::vector<Rope> ropes;
+  // What one layer's attention part does differently from the others.
+  struct LayerAttention {
+    int32_t window = 0;  // positions it sees, its own included (0: all)
+    int32_t rope = 0;    // index into ropes
+  };
+  std::vector<LayerAttention> layer_attn;  // [n_layer]
   float norm_eps = 1e-5f;        // layer_norm_rms_epsilon or layer_norm_epsilon, by the spec's norm
   float attn_scale = 1.0f;       // multiplies q·k
   float embed_scale = 1.0f;      // multiplies the token embedding
@@ -26,7 +40,7 @@ struct DecoderHparams : ModelHparams {
   bool tied_output = false;      // no output.weight: the embedding doubles as the classifier
 
   // The window of layer l's attention (0: it sees every position).
-  int32_t window_of(int layer) const;
+  int32_t window_of(int layer) const { return layer_attn[layer].window; }
 
   // GgufError names the file and the key, tensor or value that is missing, wrong or not implemented.
   static DecoderHparams from_gguf(const GgufFile& file);

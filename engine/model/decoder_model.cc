@@ -125,29 +125,35 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     }
     // Q, K and V share one matmul: their rows stacked as one [q_dim + 2·kvd, d] matrix (or the
     // file's fused tensor, stacked the same way); so do the gate and up projections.
+    AttnPart& A = L.attn;
     if (spec.fused_qkv) {
-      L.qkv = matrix({{p + "attn_qkv.weight", {d, qd + 2 * kvd}}});
-      L.qkv_bias = use.optional(p + "attn_qkv.bias", qd + 2 * kvd);
+      A.qkv = matrix({{p + "attn_qkv.weight", {d, qd + 2 * kvd}}});
+      A.qkv_bias = use.optional(p + "attn_qkv.bias", qd + 2 * kvd);
     } else {
-      L.qkv = matrix({{p + "attn_q.weight", {d, qd}}, {p + "attn_k.weight", {d, kvd}}, {p + "attn_v.weight", {d, kvd}}});
-      L.qkv_bias = use.stacked({{p + "attn_q.bias", qd}, {p + "attn_k.bias", kvd}, {p + "attn_v.bias", kvd}});
+      A.qkv = matrix({{p + "attn_q.weight", {d, qd}}, {p + "attn_k.weight", {d, kvd}}, {p + "attn_v.weight", {d, kvd}}});
+      A.qkv_bias = use.stacked({{p + "attn_q.bias", qd}, {p + "attn_k.bias", kvd}, {p + "attn_v.bias", kvd}});
     }
-    if (spec.attn_biases && L.qkv_bias.empty())
+    if (spec.attn_biases && A.qkv_bias.empty())
       throw GgufError(f.path() + ": missing tensor '" + p + (spec.fused_qkv ? "attn_qkv.bias'" : "attn_q.bias'"));
-    L.wo = matrix({{p + "attn_output.weight", {qd, d}}});
-    L.wo_bias = use.optional(p + "attn_output.bias", d);
-    if (spec.ffn == FfnKind::kGelu) {
-      L.gate_up = matrix({{p + "ffn_up.weight", {d, ff}}});
-      L.gate_up_bias = use.optional(p + "ffn_up.bias", ff);
-    } else if (spec.fused_gate_up) {
-      L.gate_up = matrix({{p + "ffn_up.weight", {d, 2 * ff}}});
-      L.gate_up_bias = use.optional(p + "ffn_up.bias", 2 * ff);
-    } else {
-      L.gate_up = matrix({{p + "ffn_gate.weight", {d, ff}}, {p + "ffn_up.weight", {d, ff}}});
-      L.gate_up_bias = use.stacked({{p + "ffn_gate.bias", ff}, {p + "ffn_up.bias", ff}});
+    if (spec.qk_norm) {
+      A.q_norm = use.floats({p + "attn_q_norm.weight", {uint64_t(hp_.head_dim)}});
+      A.k_norm = use.floats({p + "attn_k_norm.weight", {uint64_t(hp_.head_dim)}});
     }
-    L.down = matrix({{p + "ffn_down.weight", {ff, d}}});
-    L.down_bias = use.optional(p + "ffn_down.bias", d);
+    A.wo = matrix({{p + "attn_output.weight", {qd, d}}});
+    A.wo_bias = use.optional(p + "attn_output.bias", d);
+    FfnPart& F = L.ffn;
+    if (spec.ffn == FfnKind::kGelu) {
+      F.gate_up = matrix({{p + "ffn_up.weight", {d, ff}}});
+      F.gate_up_bias = use.optional(p + "ffn_up.bias", ff);
+    } else if (spec.fused_gate_up) {
+      F.gate_up = matrix({{p + "ffn_up.weight", {d, 2 * ff}}});
+      F.gate_up_bias = use.optional(p + "ffn_up.bias", 2 * ff);
+    } else {
+      F.gate_up = matrix({{p + "ffn_gate.weight", {d, ff}}, {p + "ffn_up.weight", {d, ff}}});
+      F.gate_up_bias = use.stacked({{p + "ffn_gate.bias", ff}, {p + "ffn_up.bias", ff}});
+    }
+    F.down = matrix({{p + "ffn_down.weight", {ff, d}}});
+    F.down_bias = use.optional(p + "ffn_down.bias", d);
   }
   use.refuse_unused(hp_.architecture);
 
@@ -159,7 +165,7 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     hp_.panel_bytes += m.panel_bytes();
   };
   for (const Layer& L : layers_)
-    for (const auto* m : {L.qkv.get(), L.wo.get(), L.gate_up.get(), L.down.get()}) count(*m);
+    for (const auto* m : {L.attn.qkv.get(), L.attn.wo.get(), L.ffn.gate_up.get(), L.ffn.down.get()}) count(*m);
   count(*output_);
   if (!output_reuses_rows) {  // the embedding's memory besides the matrices (one row a token is read)
     if (embedding_held_.data)
@@ -172,7 +178,8 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   int64_t small = floats(out_norm_) + static_cast<int64_t>(output_bias_.size() + positions_.size() + rope_freqs_.size());
   for (const Layer& L : layers_)
     small += floats(L.attn_norm) + floats(L.ffn_norm) + floats(L.post_attn_norm) + floats(L.post_ffn_norm) +
-             static_cast<int64_t>(L.qkv_bias.size() + L.wo_bias.size() + L.gate_up_bias.size() + L.down_bias.size());
+             static_cast<int64_t>(L.attn.qkv_bias.size() + L.attn.wo_bias.size() + L.attn.q_norm.size() +
+                                  L.attn.k_norm.size() + L.ffn.gate_up_bias.size() + L.ffn.down_bias.size());
   held[TensorType::kF32] += small * static_cast<int64_t>(sizeof(float));
   for (const auto& [type, n] : held) hp_.weight_bytes += n;
   hp_.file_types = tensor_type_mix(file);
@@ -187,10 +194,10 @@ DecoderModel::~DecoderModel() = default;
 void DecoderModel::warm_up(int64_t max_rows) {
   const bool post = hp_.spec->post_norms;  // the residual add is fused unless a post-norm comes first
   for (Layer& L : layers_) {
-    L.qkv->prepare(max_rows, false);
-    L.wo->prepare(max_rows, !post);
-    L.gate_up->prepare(max_rows, false);
-    L.down->prepare(max_rows, !post);
+    L.attn.qkv->prepare(max_rows, false);
+    L.attn.wo->prepare(max_rows, !post);
+    L.ffn.gate_up->prepare(max_rows, false);
+    L.ffn.down->prepare(max_rows, !post);
   }
   output_->prepare(max_rows, false);
 }
@@ -236,10 +243,14 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
     }
     capture = cap_ptrs_.data();
   }
+  // The block tables and slots of this layer's group (kv_cache/kv_layout.h).
+  const int32_t group = kv.layout().layer_group[l];
+  const int32_t* tables = in.group_tables(group, kv.layout().n_groups());
+  const int64_t* slots = in.group_slots(group);
   // Store this step's K/V, then attend; KvT is the cache's element type.
   auto args = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
     return PagedAttentionArgs<KvT>{.q = q, .rows = T, .q_stride = qkv_dim, .k_cache = k_cache, .v_cache = v_cache,
-                                   .block_tables = in.block_tables.data(), .max_blocks = in.max_blocks,
+                                   .block_tables = tables, .max_blocks = in.max_blocks,
                                    .token_seq = in.token_seq.data(), .ctx_lens = ctx_lens_.data(),
                                    .n_head = hp_.n_head, .n_kv = hp_.n_head_kv, .head_dim = hp_.head_dim,
                                    .block_size = kv.block_size(), .scale = hp_.attn_scale,
@@ -247,7 +258,7 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
                                    .capture = capture, .capture_head_stride = cap_strides_.data()};
   };
   auto store_and_attend = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
-    k_.write_kv(k_cache)(k, v, T, qkv_dim, in.slots.data(), hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache,
+    k_.write_kv(k_cache)(k, v, T, qkv_dim, slots, hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache,
                          v_cache);
     k_.paged_attention(args(k_cache, v_cache));
   };
@@ -255,7 +266,7 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
     int8_t *kc = kv.k<int8_t>(l), *vc = kv.v<int8_t>(l);
     const int64_t kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
     const float* anchor = kv_anchor_.data() + 2 * l * kv_dim;  // this layer's K anchor, then its V anchor
-    k_.write_kv_q8(k, v, T, qkv_dim, in.slots.data(), in.positions.data(), anchor, anchor + kv_dim,
+    k_.write_kv_q8(k, v, T, qkv_dim, slots, in.positions.data(), anchor, anchor + kv_dim,
                    hp_.n_head_kv, hp_.head_dim, kv.block_size(), kc, vc, kv.k_scales(l), kv.v_scales(l));
     PagedAttentionArgs<int8_t> a = args(kc, vc);
     a.k_scales = kv.k_scales(l);
@@ -268,6 +279,44 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
   } else {
     store_and_attend(kv.k<float>(l), kv.v<float>(l));
   }
+}
+
+void DecoderModel::run_attention(const BatchInputs& in, KvStorage& kv, int l) {
+  const AttnPart& A = layers_[l].attn;
+  const int64_t T = in.size(), hd = hp_.head_dim, q_dim = hp_.q_dim, kv_dim = int64_t{hp_.n_head_kv} * hd;
+  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  A.qkv->forward(h_.data(), T, qkv_.data());
+  if (!A.qkv_bias.empty()) k_.add_bias(qkv_.data(), T, qkv_dim, A.qkv_bias.data(), qkv_dim);
+  float* q = qkv_.data();
+  float* k = q + q_dim;
+  float* v = k + kv_dim;
+  if (!A.q_norm.empty())  // every head of every token normed on its own, in place
+    for (int64_t t = 0; t < T; ++t) {
+      k_.rms_norm(q + t * qkv_dim, A.q_norm.data(), hp_.n_head, hd, hp_.norm_eps, q + t * qkv_dim);
+      k_.rms_norm(k + t * qkv_dim, A.k_norm.data(), hp_.n_head_kv, hd, hp_.norm_eps, k + t * qkv_dim);
+    }
+  if (hp_.spec->rope != RopeLayout::kNone) {
+    const bool neox = hp_.spec->rope == RopeLayout::kNeox;
+    const float* cs = rope_cs_.data() + int64_t{hp_.layer_attn[l].rope} * T * hp_.rope_dim;
+    k_.rope(q, T, qkv_dim, cs, hp_.n_head, hd, hp_.rope_dim, neox);
+    k_.rope(k, T, qkv_dim, cs, hp_.n_head_kv, hd, hp_.rope_dim, neox);
+  }
+  attend(in, kv, l, q, k, v, qkv_dim);
+  if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
+  add_to_residual(*A.wo, A.wo_bias, layers_[l].post_attn_norm, attn_.data(), T);
+}
+
+void DecoderModel::run_ffn(int l, int64_t T) {
+  const FfnPart& F = layers_[l].ffn;
+  const int64_t ff = hp_.n_ff, gu_dim = hp_.spec->ffn == FfnKind::kGelu ? ff : 2 * ff;
+  F.gate_up->forward(h_.data(), T, gu_.data());
+  if (!F.gate_up_bias.empty()) k_.add_bias(gu_.data(), T, gu_dim, F.gate_up_bias.data(), gu_dim);
+  switch (hp_.spec->ffn) {
+    case FfnKind::kSwiGlu: k_.silu_mul(gu_.data(), T, ff, act_.data()); break;
+    case FfnKind::kGeGluTanh: k_.gelu_mul(gu_.data(), T, ff, act_.data()); break;
+    case FfnKind::kGelu: k_.gelu(gu_.data(), T * ff, act_.data()); break;
+  }
+  add_to_residual(*F.down, F.down_bias, layers_[l].post_ffn_norm, act_.data(), T);
 }
 
 void DecoderModel::compute_kv_anchor() {
@@ -294,8 +343,7 @@ const float* DecoderModel::forward(const BatchInputs& in, KvStorage& kv) {
   if (kv.q8() && kv_anchor_.empty()) compute_kv_anchor();
   const ArchSpec& spec = *hp_.spec;
   const int64_t T = in.size(), D = hp_.n_embd, F = hp_.n_ff;
-  const int64_t q_dim = hp_.q_dim, kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
-  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  const int64_t q_dim = hp_.q_dim, qkv_dim = q_dim + 2 * int64_t{hp_.n_head_kv} * hp_.head_dim;
   const int64_t gu_dim = spec.ffn == FfnKind::kGelu ? F : 2 * F;
   const int64_t R = static_cast<int64_t>(in.logit_rows.size());
   // The matmuls' inputs and outputs hold their padded row counts (see WeightMatrix::padded_rows).
@@ -310,9 +358,11 @@ const float* DecoderModel::forward(const BatchInputs& in, KvStorage& kv) {
   grow(logits_, Rp * hp_.n_vocab);
   grow(ctx_lens_, T);
   if (spec.rope != RopeLayout::kNone) {
-    grow(rope_cs_, T * hp_.rope_dim);
-    k_.rope_angles(in.positions.data(), T, hp_.rope_dim, hp_.rope_base, hp_.rope_freq_scale,
-                   rope_freqs_.empty() ? nullptr : rope_freqs_.data(), rope_cs_.data());
+    const int64_t n = static_cast<int64_t>(hp_.ropes.size());
+    grow(rope_cs_, n * T * hp_.rope_dim);
+    for (int64_t r = 0; r < n; ++r)
+      k_.rope_angles(in.positions.data(), T, hp_.rope_dim, hp_.ropes[r].base, hp_.ropes[r].freq_scale,
+                     rope_freqs_.empty() ? nullptr : rope_freqs_.data(), rope_cs_.data() + r * T * hp_.rope_dim);
   }
   for (int64_t t = 0; t < T; ++t) ctx_lens_[t] = in.positions[t] + 1;
   if (!in.attn_capture.empty()) {
@@ -331,32 +381,12 @@ const float* DecoderModel::forward(const BatchInputs& in, KvStorage& kv) {
   for (int64_t t = 0; !positions_.empty() && t < T; ++t)
     k_.add_bias(x_.data() + t * D, 1, D, positions_.data() + int64_t{in.positions[t]} * D, D);
 
-  const bool rope = spec.rope != RopeLayout::kNone, neox = spec.rope == RopeLayout::kNeox;
   for (int l = 0; l < hp_.n_layer; ++l) {
     Layer& L = layers_[l];
     norm(L.attn_norm, x_.data(), T, h_.data());
-    L.qkv->forward(h_.data(), T, qkv_.data());
-    if (!L.qkv_bias.empty()) k_.add_bias(qkv_.data(), T, qkv_dim, L.qkv_bias.data(), qkv_dim);
-    float* q = qkv_.data();
-    float* k = q + q_dim;
-    float* v = k + kv_dim;
-    if (rope) {
-      k_.rope(q, T, qkv_dim, rope_cs_.data(), hp_.n_head, hp_.head_dim, hp_.rope_dim, neox);
-      k_.rope(k, T, qkv_dim, rope_cs_.data(), hp_.n_head_kv, hp_.head_dim, hp_.rope_dim, neox);
-    }
-    attend(in, kv, l, q, k, v, qkv_dim);
-    if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
-    add_to_residual(*L.wo, L.wo_bias, L.post_attn_norm, attn_.data(), T);
-
+    run_attention(in, kv, l);
     norm(L.ffn_norm, x_.data(), T, h_.data());
-    L.gate_up->forward(h_.data(), T, gu_.data());
-    if (!L.gate_up_bias.empty()) k_.add_bias(gu_.data(), T, gu_dim, L.gate_up_bias.data(), gu_dim);
-    switch (spec.ffn) {
-      case FfnKind::kSwiGlu: k_.silu_mul(gu_.data(), T, F, act_.data()); break;
-      case FfnKind::kGeGluTanh: k_.gelu_mul(gu_.data(), T, F, act_.data()); break;
-      case FfnKind::kGelu: k_.gelu(gu_.data(), T * F, act_.data()); break;
-    }
-    add_to_residual(*L.down, L.down_bias, L.post_ffn_norm, act_.data(), T);
+    run_ffn(l, T);
   }
   for (int64_t r = 0; r < R; ++r)
     std::memcpy(last_.data() + r * D, x_.data() + int64_t{in.logit_rows[r]} * D, D * sizeof(float));

@@ -1,7 +1,7 @@
 // One decoder-only transformer for every architecture in arch_spec.cc: the spec's fields pick
 // the norm (RMS or LayerNorm), the rotary layout (adjacent pairs, NEOX, none: learned
 // positions), the FFN (SwiGLU, GELU-gated, plain GELU), fused or separate projections, biases,
-// Gemma 2's post-norms and soft caps, and sliding-window layers. Weights are loaded once;
+// Gemma's post-norms and soft caps, Q/K head norms, and per-layer windows and rotations. Weights are loaded once;
 // forward() runs a mixed batch.
 #pragma once
 
@@ -41,16 +41,31 @@ class DecoderModel final : public Model {
   struct Norm {
     std::vector<float> w, b;
   };
+  // A layer's attention part: Q/K/V in one matrix, optional head norms, the output projection.
+  struct AttnPart {
+    std::unique_ptr<WeightMatrix> qkv, wo;
+    std::vector<float> qkv_bias, wo_bias;  // empty where the file has none
+    std::vector<float> q_norm, k_norm;     // [head_dim] RMSNorm weights of every Q / K head, or empty
+  };
+  // A layer's FFN part: gate and up in one matrix (up alone for plain GELU), then down.
+  struct FfnPart {
+    std::unique_ptr<WeightMatrix> gate_up, down;
+    std::vector<float> gate_up_bias, down_bias;  // empty where the file has none
+  };
   struct Layer {
     Norm attn_norm, ffn_norm, post_attn_norm, post_ffn_norm;
-    std::unique_ptr<WeightMatrix> qkv, wo, gate_up, down;
-    std::vector<float> qkv_bias, wo_bias, gate_up_bias, down_bias;  // empty where the file has none
+    AttnPart attn;
+    FfnPart ffn;
   };
 
   void norm(const Norm& n, const float* x, int64_t rows, float* out) const;
   // x_ += post_norm(w·in + bias) for the rows; an empty bias or post-norm is left out. h_ is scratch.
   void add_to_residual(WeightMatrix& w, const std::vector<float>& bias, const Norm& post_norm, const float* in,
                        int64_t rows);
+  // The attention part of layer l on h_ (normed input), its output added to x_.
+  void run_attention(const BatchInputs& in, KvStorage& kv, int l);
+  // The FFN part of layer l on h_, its output added to x_.
+  void run_ffn(int l, int64_t rows);
   void attend(const BatchInputs& in, KvStorage& kv, int layer, float* q, float* k, float* v, int64_t qkv_dim);
   // q8_0 caches: kv_anchor_ from anchor_token_ alone at position 0 (run once, on a scratch f32 cache).
   void compute_kv_anchor();
@@ -70,7 +85,7 @@ class DecoderModel final : public Model {
   std::vector<Layer> layers_;
   // Activations, grown to the largest batch seen and reused (no allocation per step).
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, last_, logits_;
-  std::vector<float> rope_cs_;  // [T, rope_dim] this step's rotary cos/sin pairs, shared by all layers
+  std::vector<float> rope_cs_;  // [ropes, T, rope_dim] this step's rotary cos/sin pairs, per rotation
   std::vector<int32_t> ctx_lens_;
   std::vector<float*> cap_ptrs_;     // [T] this layer's attention-capture destinations
   std::vector<int64_t> cap_strides_; // [T] their head strides

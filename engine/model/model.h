@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "kernels/cpu_features.h"
@@ -29,7 +30,7 @@ struct ModelHparams {
   int32_t n_ff = 0;
   int32_t n_ctx_train = 0;    // <arch>.context_length
   int32_t sliding_window = 0;       // positions a windowed layer sees (its own included); 0: none
-  bool every_layer_windowed = false;  // then a sequence never reads blocks behind its window again
+  std::vector<int32_t> layer_windows;  // [n_layer] each layer's window (0: it sees every position)
   int32_t max_positions = 0;        // learned position embeddings: positions past this have none; 0: no limit
   TensorType weight_type = TensorType::kF32;  // as stored in the file (the embedding's type)
   TensorType held_as = TensorType::kF32;      // as held in memory and multiplied

@@ -105,6 +105,7 @@ EngineOptions engine_options_from_json(const json& config) {
   read(c, "cache", "num_blocks", o.cache.num_blocks, seen);
   read_bytes(c, "cache", "memory_bytes", o.cache.memory_bytes, seen);
   read(c, "cache", "enable_prefix_caching", o.cache.enable_prefix_caching, seen);
+  read(c, "cache", "release_windowed_blocks", o.cache.release_windowed_blocks, seen);
   read(c, "cache", "dtype", o.cache.dtype, seen);
   reject_unknown(c, "cache", seen);
 

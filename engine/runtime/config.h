@@ -45,6 +45,10 @@ struct CacheOptions {
   int32_t num_blocks = 0;                // KV blocks to allocate; 0 = derive from memory_bytes
   int64_t memory_bytes = int64_t{1} << 30;  // KV budget in bytes ("2GiB" in JSON too), used when num_blocks is 0
   bool enable_prefix_caching = true;     // reuse the KV blocks of prompt prefixes already computed
+  // Sliding-window layers (Gemma 2/3, phi3) keep blocks of their own and release those behind
+  // the window (kv_cache/kv_layout.h); false: every layer keeps every block of a request, as
+  // with one block table (vLLM's --disable-hybrid-kv-cache-manager). For A/B measurement.
+  bool release_windowed_blocks = true;
   // K/V element type: "f32"; "f16" (half the bytes per token, so twice the tokens in the same
   // budget and half the bytes attention reads; llama.cpp's default cache type); or "q8_0" (each
   // token's K and V rows in blocks of 32 int8 values with an F16 scale, as llama.cpp's

@@ -127,18 +127,23 @@ void Engine::load() {
                         " (KV heads x head dim); use \"f16\"");
   }
   const int32_t bs = options_.cache.block_size;
+  // Layers with a window shorter than the longest request keep blocks of their own, released
+  // as the window moves on (kv_cache/kv_layout.h).
+  KvLayout layout = options_.cache.release_windowed_blocks
+                        ? KvLayout::plan(hp.layer_windows, so.max_model_len)
+                        : KvLayout::single(hp.n_layer);
+  const int64_t block_bytes = shape.bytes_per_token() / shape.n_layers * layout.layers_per_group * bs;
   int64_t num_blocks = options_.cache.num_blocks;
   if (num_blocks == 0) {
-    num_blocks = options_.cache.memory_bytes / (shape.bytes_per_token() * bs);
+    num_blocks = options_.cache.memory_bytes / block_bytes;
     if (num_blocks < 1)
       throw ConfigError("cache.memory_bytes: " + std::to_string(options_.cache.memory_bytes) +
-                        " bytes hold no block of " + std::to_string(shape.bytes_per_token() * bs) + " bytes");
+                        " bytes hold no block of " + std::to_string(block_bytes) + " bytes");
     num_blocks = std::min<int64_t>(num_blocks, int64_t{1} << 30);
   }
-  kv_ = std::make_unique<KvStorage>(shape, bs, static_cast<int32_t>(num_blocks));
+  kv_ = std::make_unique<KvStorage>(shape, bs, static_cast<int32_t>(num_blocks), layout);
   alloc_ = std::make_unique<BlockAllocator>(kv_->num_blocks());
-  const int32_t window = hp.every_layer_windowed ? hp.sliding_window : 0;
-  scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs, options_.cache.enable_prefix_caching, window);
+  scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs, options_.cache.enable_prefix_caching, layout);
   options_.cache.num_blocks = kv_->num_blocks();
 
   info_.architecture = hp.architecture;
@@ -165,9 +170,23 @@ void Engine::load() {
   info_.kv_bytes_per_token = shape.bytes_per_token();
   info_.kv_total_bytes = kv_->total_bytes();
   info_.sliding_window = hp.sliding_window;
-  info_.every_layer_windowed = hp.every_layer_windowed;
-  info_.kv_tokens_per_request = std::min<int64_t>(so.max_model_len, scheduler_->max_blocks_held(so.max_model_len) * bs);
-  info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / info_.kv_tokens_per_request;
+  info_.kv_layout = layout.describe();
+  info_.kv_groups = layout.n_groups();
+  {  // what one full-length request holds at once, split between windowed and full layers
+    const int64_t held = scheduler_->max_blocks_held(so.max_model_len);
+    for (int32_t g = 0; g < layout.n_groups(); ++g) {
+      const int64_t token_layers = layout.blocks_held(g, so.max_model_len, bs, so.max_num_batched_tokens) * bs *
+                                   layout.layers_per_group;
+      (layout.group_window[g] > 0 ? info_.kv_request_token_layers_windowed : info_.kv_request_token_layers_full) +=
+          token_layers;
+      (layout.group_window[g] > 0 ? info_.kv_windowed_layers : info_.kv_full_layers) += layout.layers_per_group;
+    }
+    info_.kv_blocks_per_request = held;
+    info_.kv_bytes_per_request = held * kv_->bytes_per_block();
+    // In positions of every layer: what a full-attention request of this many tokens would hold.
+    info_.kv_tokens_per_request = std::min<int64_t>(so.max_model_len, held * bs / layout.n_groups());
+    info_.max_concurrency = static_cast<double>(kv_->token_capacity()) / info_.kv_tokens_per_request;
+  }
   {  // the longest request the whole cache can hold (blocks held grow with length)
     int64_t lo = 0, hi = so.max_model_len;
     while (lo < hi) {
@@ -219,7 +238,7 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
     return {SubmitCode::kNeverFits, 0, err};
 
   const uint64_t id = next_id_++;
-  auto seq = std::make_unique<Sequence>(id, std::move(request), options_.cache.block_size);
+  auto seq = std::make_unique<Sequence>(id, std::move(request), options_.cache.block_size, kv_->layout().n_groups());
   seq->max_tokens = static_cast<int32_t>(max_total);
   seq->prefix_root = salt_root(seq->request.cache_salt);
   seq->sink = std::move(sink);
@@ -379,23 +398,26 @@ void Engine::step() {
 
 void Engine::build_batch(const SchedulerOutput& plan) {
   batch_.clear();
+  const int32_t groups = kv_->layout().n_groups();
+  const int64_t n_seqs = static_cast<int64_t>(plan.chunks.size());
   int32_t max_blocks = 0;
   for (const auto& c : plan.chunks)
-    max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(c.seq->table.blocks().size()));
+    for (const BlockTable& t : c.seq->tables) max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(t.blocks().size()));
   batch_.max_blocks = max_blocks;
-  batch_.block_tables.assign(plan.chunks.size() * max_blocks, 0);
+  batch_.block_tables.assign(groups * n_seqs * max_blocks, 0);
   bool inspecting = false;
   for (const auto& c : plan.chunks) inspecting |= c.seq->capture || !c.seq->head_mask.empty();
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+  for (int64_t i = 0; i < n_seqs; ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     Sequence& s = *c.seq;
-    std::copy(s.table.blocks().begin(), s.table.blocks().end(), batch_.block_tables.begin() + i * max_blocks);
+    for (int32_t g = 0; g < groups; ++g)
+      std::copy(s.tables[g].blocks().begin(), s.tables[g].blocks().end(),
+                batch_.block_tables.begin() + (g * n_seqs + i) * max_blocks);
     const int32_t first_row = static_cast<int32_t>(batch_.tokens.size());
     for (int64_t p = s.num_computed; p < s.num_computed + c.n_tokens; ++p) {
       batch_.tokens.push_back(s.tokens[p]);
       batch_.positions.push_back(static_cast<int32_t>(p));
       batch_.token_seq.push_back(static_cast<int32_t>(i));
-      batch_.slots.push_back(s.table.slot(p));
       if (inspecting) {
         const bool captured = s.capture && p < s.num_prompt;
         const int64_t n = captured ? s.capture->n_tokens : 0;
@@ -409,6 +431,12 @@ void Engine::build_batch(const SchedulerOutput& plan) {
     }
     if (c.samples) batch_.logit_rows.push_back(static_cast<int32_t>(batch_.tokens.size()) - 1);
   }
+  // Slots group after group: each group's block table places the same positions elsewhere.
+  batch_.slots.reserve(groups * batch_.tokens.size());
+  for (int32_t g = 0; g < groups; ++g)
+    for (const auto& c : plan.chunks)
+      for (int64_t p = c.seq->num_computed; p < c.seq->num_computed + c.n_tokens; ++p)
+        batch_.slots.push_back(c.seq->tables[g].slot(p));
 }
 
 const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
@@ -421,7 +449,7 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
     logits += scored * V;
   }
   s.num_computed += c.n_tokens;
-  s.peak_blocks = std::max<int32_t>(s.peak_blocks, s.table.held());
+  s.peak_blocks = std::max<int32_t>(s.peak_blocks, s.blocks_held());
   scheduler_->after_step(&s);
   if (!c.samples) return logits;
   const float* raw = logits;

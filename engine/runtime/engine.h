@@ -47,17 +47,27 @@ struct ModelInfo {
   int32_t max_model_len = 0;
   int32_t block_size = 0;
   int32_t num_blocks = 0;
-  int64_t token_capacity = 0;   // num_blocks · block_size
+  int64_t token_capacity = 0;   // positions of every layer: num_blocks · block_size / kv_groups
   int32_t kv_element_bytes = 4;   // 4 (f32), 2 (f16), 1 (q8_0's int8 values)
   std::string kv_element_size = "4";  // bytes per K/V value as stored: "4", "2", "34/32" (q8_0)
   int64_t kv_bytes_per_token = 0;  // 2 · n_layer · n_head_kv · head_dim · kv_element_bytes
   int64_t kv_total_bytes = 0;
-  double max_concurrency = 0;   // full-length (max_model_len) requests that fit at once
+  double max_concurrency = 0;   // full-length (max_model_len) requests that fit at once (num_blocks / kv_blocks_per_request)
   int32_t max_request_tokens = 0;  // prompt + output of the longest request the whole cache holds
                                    // (max_model_len unless the cache is smaller than one request)
   int32_t sliding_window = 0;   // positions a windowed layer sees (0: none)
-  bool every_layer_windowed = false;  // then blocks behind the window are released...
-  int64_t kv_tokens_per_request = 0;  // ...and a full-length request holds at most this many tokens
+  // How layers share blocks (kv_cache/kv_layout.h): a windowed group's blocks behind its window
+  // are released, so a full-length request holds less than max_model_len on those layers.
+  std::string kv_layout;        // "6 groups of 1 layer: 5 windowed (32 positions), 1 full"
+  int32_t kv_groups = 1;
+  int32_t kv_windowed_layers = 0, kv_full_layers = 0;
+  int64_t kv_blocks_per_request = 0;  // blocks a full-length request holds at most, every group
+  int64_t kv_bytes_per_request = 0;   // their bytes
+  // Its token-layers (positions x layers) on windowed and on full layers.
+  int64_t kv_request_token_layers_windowed = 0, kv_request_token_layers_full = 0;
+  // The same in positions of every layer (what a request holding that much on every layer would
+  // span): max_model_len unless some layers are windowed.
+  int64_t kv_tokens_per_request = 0;
   std::vector<KvVariant> kv_what_if;  // the same budget under MHA, GQA, MQA and MLA layouts
 };
 

@@ -1,36 +1,79 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kvserve {
 
 Scheduler::Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size,
-                     bool prefix_caching, int32_t window)
-    : options_(options), alloc_(allocator), block_size_(block_size), prefix_caching_(prefix_caching), window_(window) {}
+                     bool prefix_caching, KvLayout layout)
+    : options_(options), alloc_(allocator), block_size_(block_size), prefix_caching_(prefix_caching),
+      layout_(std::move(layout)) {}
 
-// Takes every full block of the sequence's known tokens that is already cached, in order, up
-// to but not including the block holding the last token: that token is always computed so that
-// there are logits to sample from.
+uint64_t Scheduler::group_key(uint64_t hash, int32_t group) {
+  return group == 0 ? hash : hash ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(group));
+}
+
+// Takes the longest run of the sequence's full blocks that the cache can resume from, up to but
+// not including the block holding the last token (always computed, so that there are logits
+// to sample from). A full group needs every block of the run; a windowed group only those its
+// window still sees from the run's end, the older entries standing as released: a shared
+// prompt's early windowed blocks, released and evicted first, do not spoil its reuse.
 void Scheduler::attach_cached_prefix(Sequence* seq) {
   const int64_t limit = static_cast<int64_t>(seq->tokens.size()) - 1;
-  uint64_t parent = seq->prefix_root;
-  for (int64_t i = 0; (i + 1) * block_size_ <= limit; ++i) {
-    const int32_t* toks = seq->tokens.data() + i * block_size_;
-    const uint64_t h = block_hash(parent, toks, block_size_);
-    const int32_t b = alloc_.lookup(h, parent, toks, block_size_);
-    if (b < 0) break;
-    alloc_.retain(b);
-    seq->table.append(b);
-    seq->block_hashes.push_back(h);
-    parent = h;
+  const int32_t groups = layout_.n_groups();
+  std::vector<uint64_t> hashes, parents;
+  for (uint64_t parent = seq->prefix_root; static_cast<int64_t>(hashes.size() + 1) * block_size_ <= limit;) {
+    parents.push_back(parent);
+    parent = block_hash(parent, seq->tokens.data() + hashes.size() * block_size_, block_size_);
+    hashes.push_back(parent);
   }
-  seq->num_computed = static_cast<int64_t>(seq->block_hashes.size()) * block_size_;
+  const int64_t n = static_cast<int64_t>(hashes.size());
+  std::vector<std::vector<int32_t>> found(groups, std::vector<int32_t>(n, -1));
+  int64_t run = n;  // the full groups' common run of cached blocks
+  for (int32_t g = 0; g < groups; ++g) {
+    const bool full = layout_.group_window[g] == 0;
+    for (int64_t i = 0; i < (full ? run : n); ++i) {
+      const int32_t* toks = seq->tokens.data() + i * block_size_;
+      found[g][i] = alloc_.lookup(group_key(hashes[i], g), group_key(parents[i], g), toks, block_size_);
+      if (full && found[g][i] < 0) run = i;
+    }
+  }
+  // The first block group g needs to resume after k blocks: the window of position k·bs.
+  const auto first_needed = [&](int32_t g, int64_t k) -> int64_t {
+    const int32_t w = layout_.group_window[g];
+    return w == 0 ? 0 : std::max<int64_t>(0, (k * block_size_ + 1 - w) / block_size_);
+  };
+  int64_t k = run;
+  for (; k > 0; --k) {
+    bool ok = true;
+    for (int32_t g = 0; g < groups && ok; ++g)
+      for (int64_t i = first_needed(g, k); i < k && ok; ++i) ok = found[g][i] >= 0;
+    if (ok) break;
+  }
+  for (int32_t g = 0; g < groups; ++g)
+    for (int64_t i = 0; i < k; ++i) {
+      if (i < first_needed(g, k)) {
+        seq->tables[g].append_released();
+      } else {
+        alloc_.retain(found[g][i]);
+        seq->tables[g].append(found[g][i]);
+      }
+    }
+  seq->block_hashes.assign(hashes.begin(), hashes.begin() + k);
+  seq->num_computed = k * block_size_;
 }
 
 void Scheduler::detach(Sequence* seq) {
-  seq->table.release_all(alloc_);
+  for (BlockTable& t : seq->tables) t.release_all(alloc_);
   seq->block_hashes.clear();
   seq->num_computed = 0;
+}
+
+bool Scheduler::grow(Sequence* seq, int64_t n_tokens) {
+  if (seq->blocks_needed(n_tokens) > alloc_.num_free()) return false;
+  for (BlockTable& t : seq->tables) t.grow_to(n_tokens, alloc_);
+  return true;
 }
 
 void Scheduler::register_computed_blocks(Sequence* seq) {
@@ -40,7 +83,9 @@ void Scheduler::register_computed_blocks(Sequence* seq) {
     const uint64_t parent = i ? seq->block_hashes.back() : seq->prefix_root;
     const int32_t* toks = seq->tokens.data() + i * block_size_;
     const uint64_t h = block_hash(parent, toks, block_size_);
-    alloc_.register_block(seq->table.blocks()[i], h, parent, toks, block_size_);
+    for (int32_t g = 0; g < layout_.n_groups(); ++g)
+      if (const int32_t b = seq->tables[g].blocks()[i]; b != BlockTable::kReleased)
+        alloc_.register_block(b, group_key(h, g), group_key(parent, g), toks, block_size_);
     seq->block_hashes.push_back(h);
   }
 }
@@ -48,16 +93,14 @@ void Scheduler::register_computed_blocks(Sequence* seq) {
 void Scheduler::after_step(Sequence* seq) {
   register_computed_blocks(seq);
   // The next token, at position num_computed, sees positions num_computed - window + 1 on.
-  if (window_ > 0) seq->table.release_before(seq->num_computed + 1 - window_, alloc_);
+  for (int32_t g = 0; g < layout_.n_groups(); ++g)
+    if (const int32_t w = layout_.group_window[g]; w > 0)
+      seq->tables[g].release_before(seq->num_computed + 1 - w, alloc_);
 }
 
 int64_t Scheduler::max_blocks_held(int64_t max_total) const {
-  const int64_t full = (max_total + block_size_ - 1) / block_size_;
-  if (window_ == 0) return full;
-  // A step's chunk (at most the token budget) plus the window behind its first token, each end
-  // possibly in a partly used block.
-  const int64_t span = int64_t{window_} - 1 + options_.max_num_batched_tokens;
-  return std::min(full, (span + block_size_ - 1) / block_size_ + 1);
+  // A step adds at most the token budget's positions.
+  return layout_.blocks_held(max_total, block_size_, options_.max_num_batched_tokens);
 }
 
 std::string Scheduler::check_fits(int64_t prompt_len, int64_t max_total) const {
@@ -87,7 +130,7 @@ void Scheduler::add(Sequence* seq) {
 }
 
 void Scheduler::remove(Sequence* seq) {
-  seq->table.release_all(alloc_);
+  for (BlockTable& t : seq->tables) t.release_all(alloc_);
   seq->block_hashes.clear();
   auto r = std::find(running_.begin(), running_.end(), seq);
   if (r != running_.end()) running_.erase(r);
@@ -127,7 +170,7 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget) {
 }
 
 void Scheduler::append_chunk(Sequence* seq, int64_t n, SchedulerOutput& out, int64_t& budget) {
-  seq->table.grow_to(seq->num_computed + n, alloc_);
+  grow(seq, seq->num_computed + n);
   out.chunks.push_back({seq, static_cast<int32_t>(n), seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
   out.n_tokens += n;
   budget -= n;
@@ -141,9 +184,9 @@ void Scheduler::admit(std::deque<Sequence*>& queue, int64_t& cap, SchedulerOutpu
          static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = queue.front();
     // Cached prefix blocks cost neither compute budget nor new blocks.
-    if (prefix_caching_ && seq->shares_cache && seq->table.blocks().empty()) attach_cached_prefix(seq);
+    if (prefix_caching_ && seq->shares_cache && seq->tables[0].blocks().empty()) attach_cached_prefix(seq);
     const int64_t n = std::min({seq->num_uncomputed(), chunk_cap(seq, budget), cap});
-    if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
+    if (seq->blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
       detach(seq);
       break;
     }
@@ -175,7 +218,7 @@ SchedulerOutput Scheduler::schedule() {
       const int64_t n = std::min(need, chunk_cap(seq, budget));
       if (n <= 0) continue;
       bool self_preempted = false;
-      while (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
+      while (seq->blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
         Sequence* victim = pick_victim(seq);
         if (!victim) {
           preempt(seq, out, budget);
@@ -202,7 +245,7 @@ SchedulerOutput Scheduler::schedule() {
     const int64_t n = std::min(seq->num_uncomputed(), chunk_cap(seq, cap));
     if (n <= 0) continue;
     // Background work never evicts anyone: short of blocks, it steps aside itself.
-    if (seq->table.blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
+    if (seq->blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
       preempt(seq, out, budget);
       continue;
     }

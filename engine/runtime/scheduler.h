@@ -9,6 +9,7 @@
 
 #include "runtime/config.h"
 #include "kv_cache/block_allocator.h"
+#include "kv_cache/kv_layout.h"
 #include "runtime/sequence.h"
 
 namespace kvserve {
@@ -27,10 +28,11 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  // max_model_len must already be resolved (non-zero). window: for a model whose every layer
-  // attends only to its last `window` positions, the positions a sequence must keep (0: all).
+  // max_model_len must already be resolved (non-zero). layout: the cache's layer groups, each
+  // with a block table per sequence; a windowed group's blocks are released once no later
+  // position can read them (default: one full group).
   Scheduler(const SchedulerOptions& options, BlockAllocator& allocator, int32_t block_size,
-            bool prefix_caching = false, int32_t window = 0);
+            bool prefix_caching = false, KvLayout layout = KvLayout::single(1));
 
   // Empty when a request of this size could ever run; otherwise the reason it never can.
   std::string check_fits(int64_t prompt_len, int64_t max_total) const;
@@ -40,11 +42,15 @@ class Scheduler {
   // Removes a sequence wherever it is (finished, cancelled) and frees its blocks.
   void remove(Sequence* seq);
   // After a step: registers the sequence's newly completed full blocks in the prefix cache,
-  // then, under a sliding window, releases the blocks no later token of it can read.
+  // then releases the blocks of its windowed groups that no later token can read.
   void after_step(Sequence* seq);
   void register_computed_blocks(Sequence* seq);  // the first half of after_step
-  // The most blocks one sequence of max_total tokens holds at once.
+  // The most blocks one sequence of max_total tokens holds at once, over every group.
   int64_t max_blocks_held(int64_t max_total) const;
+  const KvLayout& layout() const { return layout_; }
+  // A group's key for a block of the sequence's hash chain: group 0 uses the chain's own hashes,
+  // the others theirs mixed with the group, so no two groups' blocks ever match.
+  static uint64_t group_key(uint64_t hash, int32_t group);
 
   // Waiting interactive sequences (what max_waiting limits), and waiting background ones.
   const std::deque<Sequence*>& waiting() const { return waiting_; }
@@ -67,6 +73,7 @@ class Scheduler {
   Sequence* pick_victim(const Sequence* except) const;
   void attach_cached_prefix(Sequence* seq);
   void detach(Sequence* seq);
+  bool grow(Sequence* seq, int64_t n_tokens);
 
   SchedulerOptions options_;
   BlockAllocator& alloc_;
@@ -76,7 +83,7 @@ class Scheduler {
   std::vector<Sequence*> running_;  // in order of admission
   int64_t preemptions_total_ = 0;
   bool prefix_caching_;
-  int32_t window_;
+  KvLayout layout_;
   int64_t prompt_tokens_admitted_ = 0;
   int64_t prompt_tokens_cached_ = 0;
 };

@@ -18,9 +18,10 @@ enum class SeqStatus { kWaiting, kRunning, kFinished };
 struct Sequence {
   using Clock = std::chrono::steady_clock;
 
-  Sequence(uint64_t id_, Request request_, int32_t block_size)
+  // n_groups: the cache's layer groups (kv_cache/kv_layout.h), a block table each.
+  Sequence(uint64_t id_, Request request_, int32_t block_size, int32_t n_groups = 1)
       : id(id_), request(std::move(request_)), tokens(request.prompt),
-        num_prompt(static_cast<int32_t>(request.prompt.size())), table(block_size) {}
+        num_prompt(static_cast<int32_t>(request.prompt.size())), tables(n_groups, BlockTable(block_size)) {}
 
   uint64_t id;
   Request request;
@@ -28,7 +29,7 @@ struct Sequence {
   int32_t num_prompt;
   int64_t num_computed = 0;      // leading tokens whose K/V are in the cache
   int32_t max_tokens = 0;        // total length at which it must stop (prompt + max new, capped)
-  BlockTable table;
+  std::vector<BlockTable> tables;  // [n_groups] one per layer group of the cache
   SeqStatus status = SeqStatus::kWaiting;
   int32_t preemptions = 0;
   std::vector<uint64_t> block_hashes;  // chained hashes of the leading full, computed blocks
@@ -52,6 +53,18 @@ struct Sequence {
   // Prompt tokens per step at most (0 = any): a scored prompt holds a row of logits per token.
   int32_t max_chunk = 0;
 
+  // Blocks held now, over every group.
+  int32_t blocks_held() const {
+    int32_t n = 0;
+    for (const BlockTable& t : tables) n += t.held();
+    return n;
+  }
+  // Blocks still to allocate, over every group, so that positions [0, n_tokens) have slots.
+  int64_t blocks_needed(int64_t n_tokens) const {
+    int64_t n = 0;
+    for (const BlockTable& t : tables) n += t.blocks_needed(n_tokens);
+    return n;
+  }
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
   // Tokens still to run through the model before the next one can be sampled.
   int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }

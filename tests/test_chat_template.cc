@@ -79,6 +79,74 @@ std::string r(const std::string& src, const json& ctx = json::object()) {
   return Template(src).render(Value::from_json(ctx), kFixedNow);
 }
 
+// The turn adapted as conversations.json's variants[template][conversation] says (content null or
+// "", arguments as the JSON string or parsed), as llama.cpp and vLLM adapt it per template.
+using ordered = nlohmann::ordered_json;
+
+ordered load_ordered(const std::string& path) {
+  std::ifstream in(path);
+  return in ? ordered::parse(in) : ordered();
+}
+
+ordered adapted(ordered messages, const ordered& variant) {
+  if (variant.is_null()) return messages;
+  for (ordered& m : messages) {
+    if (!m.contains("tool_calls")) continue;
+    if (variant.value("content", "null") == "empty" && m["content"].is_null()) m["content"] = "";
+    if (variant.value("arguments", "string") == "object")
+      for (ordered& c : m["tool_calls"])
+        c["function"]["arguments"] = ordered::parse(c["function"]["arguments"].get<std::string>());
+  }
+  return messages;
+}
+
+// Conversations d-g (tools, tool calls and their results, reasoning_content) as
+// conversations.json gives them, rendered with the tools in the context as transformers does.
+TEST(ChatTemplate, ToolAndReasoningConversationsRenderAsJinja2Does) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_template("conversations.json"));
+  const json expected = load_json(shared_template("expected.json"));
+  const json sources = load_json(shared_template("sources.json"));
+  const ordered convs = load_ordered(shared_template("conversations.json"));
+  int checked = 0;
+  for (auto it = expected.begin(); it != expected.end(); ++it) {
+    const std::string name = it.key();
+    const std::string source = testing::read_text(shared_template(name));
+    for (const char* conv : {"d", "e", "f", "g"}) {
+      const json& want = it.value()[conv];
+      const ordered& c = convs["conversations"][conv];
+      SCOPED_TRACE(name + " conversation " + conv);
+      const ordered variant = convs["variants"].contains(name) && convs["variants"][name].contains(conv)
+                                  ? convs["variants"][name][conv]
+                                  : ordered();
+      ordered ctx = {{"messages", adapted(c["messages"], variant)},
+                     {"add_generation_prompt", c.value("add_generation_prompt", true)},
+                     {"tools", c.contains("tools") ? c["tools"] : ordered()},
+                     {"documents", nullptr}};
+      for (const char* k : {"bos_token", "eos_token"})
+        if (sources[name].contains(k) && !sources[name][k].is_null()) ctx[k] = sources[name][k];
+      if (want.is_object() && want.contains("error")) {
+        try {
+          Template(source).render(Value::from_json(ctx), kFixedNow);
+          ADD_FAILURE() << "rendered; Jinja2 raised " << want["error"];
+        } catch (const JinjaError& e) {
+          // Python's own exceptions are worded by Python; raise_exception's message is the template's.
+          if (!want.contains("python_exception")) {
+            EXPECT_NE(std::string(e.what()).find(want["error"].get<std::string>()), std::string::npos) << e.what();
+          }
+        }
+      } else {
+        try {
+          EXPECT_EQ(Template(source).render(Value::from_json(ctx), kFixedNow), want.get<std::string>());
+        } catch (const JinjaError& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4 * static_cast<int>(expected.size()));
+}
+
 // Constructs one at a time, each with what Jinja2 gives for it.
 TEST(ChatTemplate, Constructs) {
   EXPECT_EQ(r("{{ 'a' ~ 1 ~ none }}"), "a1None");

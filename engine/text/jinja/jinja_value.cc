@@ -92,27 +92,35 @@ void dump(const Value& v, int indent, int depth, std::string& out) {
 
 }  // namespace
 
-Value Value::from_json(const nlohmann::json& j) {
+namespace {
+
+template <class Json>
+Value value_of(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return none();
-    case nlohmann::json::value_t::boolean: return boolean(j.get<bool>());
+    case nlohmann::json::value_t::null: return Value::none();
+    case nlohmann::json::value_t::boolean: return Value::boolean(j.template get<bool>());
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return integer(j.get<int64_t>());
-    case nlohmann::json::value_t::number_float: return number(j.get<double>());
-    case nlohmann::json::value_t::string: return string(j.get<std::string>());
+    case nlohmann::json::value_t::number_unsigned: return Value::integer(j.template get<int64_t>());
+    case nlohmann::json::value_t::number_float: return Value::number(j.template get<double>());
+    case nlohmann::json::value_t::string: return Value::string(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       List l;
-      for (const auto& x : j) l.push_back(from_json(x));
-      return of_list(std::move(l));
+      for (const auto& x : j) l.push_back(value_of(x));
+      return Value::of_list(std::move(l));
     }
     case nlohmann::json::value_t::object: {
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.emplace_back(it.key(), from_json(it.value()));
-      return of_dict(std::move(d));
+      for (auto it = j.begin(); it != j.end(); ++it) d.emplace_back(it.key(), value_of(it.value()));
+      return Value::of_dict(std::move(d));
     }
     default: return Value();
   }
 }
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::json& j) { return value_of(j); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return value_of(j); }
 
 bool Value::truthy() const {
   switch (kind) {

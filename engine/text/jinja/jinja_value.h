@@ -49,6 +49,9 @@ struct Value {
   static Value of_dict(Dict v) { Value x = make(Kind::kDict); x.dict = std::make_shared<Dict>(std::move(v)); return x; }
   static Value function(Function f) { Value x = make(Kind::kFunction); x.fn = std::make_shared<Function>(std::move(f)); return x; }
   static Value from_json(const nlohmann::json& j);
+  // Objects keep their keys in the order written, as Python's dicts do (what `tojson` of a
+  // client's tool definitions then prints).
+  static Value from_json(const nlohmann::ordered_json& j);
 
   bool is(Kind k) const { return kind == k; }
   bool defined() const { return kind != Kind::kUndefined; }

@@ -8,7 +8,10 @@
 #include <fstream>
 
 #include "test_support.h"
+#include "gguf/gguf.h"
+#include "text/chat_template.h"
 #include "text/jinja/jinja.h"
+#include "text/tokenizer.h"
 
 namespace kvserve {
 namespace {
@@ -145,6 +148,24 @@ TEST(ChatTemplate, ToolAndReasoningConversationsRenderAsJinja2Does) {
     }
   }
   EXPECT_EQ(checked, 4 * static_cast<int>(expected.size()));
+}
+
+// Template kwargs (the chat API's chat_template_kwargs) reach the template: Qwen3's
+// enable_thinking false closes an empty <think> block after the generation prompt (the
+// template's last lines), and the render otherwise is Jinja2's; they cannot replace the
+// conversation.
+TEST(ChatTemplate, KwargsReachTheTemplateButNotTheConversation) {
+  const std::string model = testing::shared_model("stories260K.gguf");
+  KVSERVE_REQUIRE_SHARED_FILE(model);
+  KVSERVE_REQUIRE_SHARED_FILE(shared_template("qwen3.jinja"));
+  GgufFile f(model);
+  Tokenizer tok(f);
+  const ChatTemplate t(f, tok, shared_template("qwen3.jinja"));
+  const std::string plain = load_json(shared_template("expected.json"))["qwen3.jinja"]["b"].get<std::string>();
+  EXPECT_EQ(t.render(conversation("b"), true), plain);
+  EXPECT_EQ(t.render(conversation("b"), true, {{"enable_thinking", true}}), plain);
+  EXPECT_EQ(t.render(conversation("b"), true, {{"enable_thinking", false}}), plain + "<think>\n\n</think>\n\n");
+  EXPECT_EQ(t.render(conversation("b"), true, {{"messages", json::array()}, {"add_generation_prompt", false}}), plain);
 }
 
 // Constructs one at a time, each with what Jinja2 gives for it.

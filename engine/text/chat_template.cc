@@ -61,12 +61,14 @@ ChatTemplate::ChatTemplate(const GgufFile& file, const Tokenizer& tok, const std
   }
 }
 
-std::string ChatTemplate::render(const nlohmann::json& messages, bool add_generation_prompt) const {
+std::string ChatTemplate::render(const nlohmann::json& messages, bool add_generation_prompt,
+                                 const nlohmann::json& kwargs) const {
   if (!template_) throw jinja::JinjaError(error_);
-  nlohmann::json ctx = {{"messages", flatten(messages)},
-                        {"add_generation_prompt", add_generation_prompt},
-                        {"tools", nullptr},
-                        {"documents", nullptr}};
+  nlohmann::json ctx = {{"tools", nullptr}, {"documents", nullptr}};
+  if (kwargs.is_object())
+    for (auto it = kwargs.begin(); it != kwargs.end(); ++it) ctx[it.key()] = it.value();
+  ctx["messages"] = flatten(messages);
+  ctx["add_generation_prompt"] = add_generation_prompt;
   if (!bos_.empty()) ctx["bos_token"] = bos_;
   if (!eos_.empty()) ctx["eos_token"] = eos_;
   return template_->render(jinja::Value::from_json(ctx), std::time(nullptr));

@@ -190,8 +190,18 @@ ServiceStatus apply_template(const json& body, const ChatTemplate& chat_template
     if (ServiceStatus st = check_message((*m)[i], "messages[" + std::to_string(i) + "]"); !st.ok()) return st;
   bool gen = true;
   if (auto g = body.find("add_generation_prompt"); g != body.end() && g->is_boolean()) gen = g->get<bool>();
+  // vLLM's chat_template_kwargs: names the template reads besides the conversation
+  // ({"enable_thinking": false} turns Qwen3's reasoning off).
+  json kwargs;
+  if (auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
+    if (!k->is_object()) return invalid("chat_template_kwargs: expected an object");
+    for (const char* reserved : {"messages", "add_generation_prompt"})
+      if (k->contains(reserved))
+        return invalid(std::string("chat_template_kwargs.") + reserved + ": set by the request itself, not here");
+    kwargs = *k;
+  }
   try {
-    *prompt = chat_template.render(*m, gen);
+    *prompt = chat_template.render(*m, gen, kwargs);
   } catch (const jinja::JinjaError& e) {
     return invalid(std::string("messages: the chat template refuses them: ") + e.what());
   }
@@ -219,6 +229,7 @@ ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
   }
   std::string prompt;
   json templ = {{"messages", body.contains("messages") ? body["messages"] : json()}, {"add_generation_prompt", true}};
+  if (body.contains("chat_template_kwargs")) templ["chat_template_kwargs"] = body["chat_template_kwargs"];
   if (ServiceStatus st = apply_template(templ, chat_template, &prompt); !st.ok()) return st;
   if (!utf8_is_valid(prompt)) return invalid("messages: not valid UTF-8");
   // The template writes the BOS text itself where the model wants one: not added again.

@@ -298,6 +298,13 @@ int main(int argc, char** argv) {
                 static_cast<long long>(kv.total()));
     std::printf("KV cache: %d blocks x %d tokens = %lld tokens, %.2f MiB\n", r.num_blocks(), r.block_size(),
                 static_cast<long long>(r.token_capacity()), r.kv_cache_bytes() / 1048576.0);
+    std::printf("KV layout: %s\n", r.kv_layout().c_str());
+    if (r.kv_windowed_layers() > 0)
+      std::printf("a %d-token request holds %lld token-layers on %d windowed layers (window %d) and %lld on %d full "
+                  "layers: %.2f MiB\n",
+                  r.max_model_len(), static_cast<long long>(r.kv_request_token_layers_windowed()),
+                  r.kv_windowed_layers(), r.sliding_window(), static_cast<long long>(r.kv_request_token_layers_full()),
+                  r.kv_full_layers(), r.kv_bytes_per_request() / 1048576.0);
     std::printf("max concurrency at %d tokens: %.2fx\n", r.max_model_len(), r.max_concurrency());
     std::printf("max_num_seqs %d, max_num_batched_tokens %d\n", r.max_num_seqs(), r.max_num_batched_tokens());
     std::printf("KV what-if (same budget): %-6s %12s %12s %10s\n", "layout", "bytes/token", "tokens", "concurrency");

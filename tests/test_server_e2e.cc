@@ -173,6 +173,11 @@ TEST_F(ServerE2E, ModelInfoAndTokenize) {
   EXPECT_EQ(info.num_blocks(), 512);
   EXPECT_EQ(info.token_capacity(), 4096);
   EXPECT_DOUBLE_EQ(info.max_concurrency(), 4.0);
+  // No windowed layer: one block table for all five layers, a request holding every position.
+  EXPECT_EQ(info.kv_layout(), "1 group of 5 layers: 5 full");
+  EXPECT_EQ(info.kv_windowed_layers(), 0);
+  EXPECT_EQ(info.kv_request_token_layers_full(), int64_t{5} * info.max_model_len());
+  EXPECT_EQ(info.kv_bytes_per_request(), int64_t{1280} * info.max_model_len());
   ASSERT_EQ(info.kv_what_if_size(), 6);  // as is, MHA, GQA-2, GQA-4, MQA, MLA (GQA-8 of 8 heads is MHA)
   EXPECT_EQ(info.kv_what_if(1).name(), "MHA");
   EXPECT_EQ(info.kv_what_if(1).bytes_per_token(), 2560);

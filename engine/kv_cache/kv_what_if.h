@@ -24,8 +24,8 @@ struct KvShapeFacts {
   int32_t mla_latent = 0;  // d_c; 0 = 4 · head_dim
   int32_t mla_rope = 64;   // d_rope
   bool q8 = false;         // q8_0 cache: 34 bytes per 32 values, element_bytes ignored
-  // Tokens one full-length request holds at once: max_model_len, or fewer when every layer has a
-  // sliding window and the blocks behind it are released (0: max_model_len).
+  // Positions of every layer one full-length request holds at once: max_model_len, or fewer when
+  // windowed layers release the blocks behind their window (0: max_model_len).
   int64_t tokens_held = 0;
 };
 

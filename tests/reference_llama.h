@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
-#include "kernels/convert.h"
+#include "codecs/convert.h"
 
 namespace kvserve::testing {
 

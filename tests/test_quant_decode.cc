@@ -9,8 +9,8 @@
 
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
-#include "gguf/tensor_types.h"
-#include "kernels/convert.h"
+#include "codecs/tensor_types.h"
+#include "codecs/convert.h"
 #include "kernels/kernel_table.h"
 #include "weights/weight_matrix.h"
 #include "test_support.h"

@@ -10,15 +10,15 @@
 #include <stdexcept>
 #include <vector>
 
-#include "gguf/tensor_types.h"
-#include "kernels/convert.h"
+#include "codecs/tensor_types.h"
+#include "codecs/convert.h"
 #include "kernels/quant_dot_int8.h"
 #include "weights/quant_matrix.h"
 
 namespace kvserve {
 namespace {
 
-// Byte offsets of the F16 factors inside one block of each type (gguf/quant_blocks.h).
+// Byte offsets of the F16 factors inside one block of each type (codecs/quant_blocks.h).
 std::vector<int> factor_offsets(TensorType t) {
   switch (t) {
     case TensorType::kQ4_0: case TensorType::kQ5_0: case TensorType::kQ8_0: case TensorType::kIQ4_NL: return {0};

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 
 namespace kvserve {
 

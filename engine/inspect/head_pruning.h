@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/request.h"
+#include "common/request.h"
 
 namespace kvserve {
 

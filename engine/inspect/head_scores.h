@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/request.h"
+#include "common/request.h"
 
 namespace kvserve {
 

@@ -9,7 +9,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "kv_cache/kv_storage.h"  // kKvQ8Group
 
 KVSERVE_KERNEL_TARGET_BEGIN
 namespace kvserve::KVSERVE_KERNEL_NS {

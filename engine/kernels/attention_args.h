@@ -5,6 +5,10 @@
 
 namespace kvserve {
 
+// 32 values of each token's K (and V) row, all KV heads side by side, share one F16 scale in a
+// q8_0 cache, as in llama.cpp's --cache-type-k q8_0: 34 bytes per 32 values.
+constexpr int32_t kKvQ8Group = 32;
+
 // KvT: the cache's element type (float, _Float16, or int8_t for q8_0 with the scales below).
 template <class KvT>
 struct PagedAttentionArgs {

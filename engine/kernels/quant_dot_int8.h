@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 #include "kernels/kernel_level.h"
 #include "kernels/quant_matmul.h"
 

@@ -11,11 +11,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 #include "kernels/small_batch_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
-#include "kernels/quant_decode.h"
+#include "codecs/quant_decode.h"
 
 #if KVSERVE_HAS_AVX512
 KVSERVE_VNNI_TARGET_BEGIN

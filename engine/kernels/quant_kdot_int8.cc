@@ -12,11 +12,11 @@
 #include <cstring>
 #include <type_traits>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 #include "kernels/small_batch_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
-#include "kernels/quant_decode.h"
+#include "codecs/quant_decode.h"
 
 KVSERVE_VNNI_TARGET_BEGIN
 #include "kernels/quant_levels_avx512.h"

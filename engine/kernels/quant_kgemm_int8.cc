@@ -17,10 +17,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
-#include "kernels/quant_decode.h"
+#include "codecs/quant_decode.h"
 
 #if KVSERVE_HAS_AVX512
 KVSERVE_VNNI_TARGET_BEGIN

@@ -7,12 +7,12 @@
 #include <cstring>
 #include <utility>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 #include "kernels/quant_dot_int8.h"
 #include "kernels/small_batch_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
-#include "kernels/quant_decode.h"  // this level's copies of the decoders
+#include "codecs/quant_decode.h"  // this level's copies of the decoders
 
 namespace kvserve::KVSERVE_KERNEL_NS {
 namespace {

@@ -15,7 +15,7 @@ namespace kvserve {
 
 // One run of rows of a weight matrix in one stored type.
 struct QuantMatmulArgs {
-  uint32_t type = 0;             // ggml type id (gguf/tensor_types.h)
+  uint32_t type = 0;             // ggml type id (codecs/tensor_types.h)
   const uint8_t* w = nullptr;    // [n_out, row_bytes]: each row n_in values in the type's blocks
   int64_t row_bytes = 0;
   int64_t n_out = 0, n_in = 0;   // n_in a multiple of the type's block size

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <bit>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
-#include "kernels/quant_decode.h"
+#include "codecs/quant_decode.h"
 
 KVSERVE_VNNI_TARGET_BEGIN
 #include "kernels/quant_levels_avx512.h"

@@ -9,14 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "common/huge_buffer.h"
+#include "kernels/attention_args.h"
 #include "kv_cache/kv_layout.h"
-#include "weights/huge_buffer.h"
 
 namespace kvserve {
-
-// 32 values of each token's K (and V) row, all KV heads side by side, share one F16 scale in a
-// q8_0 cache, as in llama.cpp's --cache-type-k q8_0: 34 bytes per 32 values.
-constexpr int32_t kKvQ8Group = 32;
 
 struct KvShape {
   int32_t n_layers = 0;

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <set>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 #include "weights/compute_context.h"
 
 namespace kvserve {

@@ -7,7 +7,7 @@
 
 #include "gguf/gguf_writer.h"
 #include "gguf/quant_presets.h"
-#include "kernels/convert.h"
+#include "codecs/convert.h"
 
 namespace kvserve {
 namespace {

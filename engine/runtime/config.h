@@ -4,16 +4,13 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/config_error.h"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 namespace kvserve {
-
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct ModelOptions {
   std::string path;             // GGUF file to serve (required)

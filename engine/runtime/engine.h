@@ -22,7 +22,7 @@
 #include "kv_cache/kv_storage.h"
 #include "kv_cache/kv_what_if.h"
 #include "model/model.h"
-#include "runtime/request.h"
+#include "common/request.h"
 #include "runtime/scheduler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"

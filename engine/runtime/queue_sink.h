@@ -8,7 +8,7 @@
 #include <mutex>
 #include <optional>
 
-#include "runtime/request.h"
+#include "common/request.h"
 
 namespace kvserve {
 

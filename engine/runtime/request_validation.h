@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/request.h"
+#include "common/request.h"
 
 namespace kvserve {
 

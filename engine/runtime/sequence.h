@@ -8,7 +8,7 @@
 
 #include "kv_cache/block_table.h"
 #include "text/output_text.h"
-#include "runtime/request.h"
+#include "common/request.h"
 #include "sampling/sampler.h"
 
 namespace kvserve {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/request.h"
+#include "common/request.h"
 #include "sampling/rank_cut.h"
 
 namespace kvserve {

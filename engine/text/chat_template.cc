@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "gguf/gguf.h"
-#include "runtime/config.h"
+#include "common/config_error.h"
 
 namespace kvserve {
 namespace {

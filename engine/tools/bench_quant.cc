@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
 #include "weights/dnnl_matrix.h"

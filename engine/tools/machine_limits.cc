@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
-#include "weights/huge_buffer.h"
+#include "common/huge_buffer.h"
 
 namespace kvserve {
 

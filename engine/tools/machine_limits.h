@@ -14,7 +14,7 @@ class HugeBuffer;
 // the read for ownership of a included.
 double measure_bandwidth(int mib = 256, int reps = 5);
 // Passes of every thread summing its share of one buffer, mapped as the weights are
-// (weights/huge_buffer.h), each line requested into L2 4 KiB ahead as the decode kernels request
+// (common/huge_buffer.h), each line requested into L2 4 KiB ahead as the decode kernels request
 // theirs (without that, the hardware prefetchers alone kept a plain sum at 60-80% of what the
 // kernels stream here). A decode step only reads its weights and K/V, so this is its limit
 // when the buffer holds as many bytes as a step streams: both then meet the same caches (a CPU

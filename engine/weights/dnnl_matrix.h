@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "weights/huge_buffer.h"
+#include "common/huge_buffer.h"
 #include "weights/compute_context.h"
 #include "weights/weight_matrix.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "weights/huge_buffer.h"
+#include "common/huge_buffer.h"
 
 namespace kvserve {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "runtime/request.h"
+#include "common/request.h"
 
 namespace kvserve {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/service_status.h"
-#include "runtime/request.h"
+#include "common/request.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

@@ -1,4 +1,4 @@
-// Decoders from ggml's block layouts (gguf/quant_blocks.h) to float, in the order of operations
+// Decoders from ggml's block layouts (codecs/quant_blocks.h) to float, in the order of operations
 // of ggml's reference decoder, so that the floats are bit-for-bit those of llama.cpp and gguf-py
 // (the sources that include this compile with -ffp-contract=off: a fused multiply-add would round
 // differently). Static inline on purpose: each kernel level compiles its own copy, and the
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "gguf/quant_blocks.h"
+#include "codecs/quant_blocks.h"
 
 namespace kvserve::quant {
 

@@ -1,12 +1,12 @@
-#include "gguf/quantize.h"
+#include "codecs/quantize.h"
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 
-#include "gguf/quant_blocks.h"
-#include "kernels/convert.h"
+#include "codecs/quant_blocks.h"
+#include "codecs/convert.h"
 
 namespace kvserve::quant {
 namespace {

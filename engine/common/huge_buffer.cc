@@ -1,4 +1,4 @@
-#include "weights/huge_buffer.h"
+#include "common/huge_buffer.h"
 
 #include <sys/mman.h>
 

@@ -1,13 +1,13 @@
-#include "gguf/tensor_types.h"
+#include "codecs/tensor_types.h"
 
 #include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <vector>
 
-#include "kernels/convert.h"
-#include "gguf/quantize.h"
-#include "kernels/quant_decode.h"
+#include "codecs/convert.h"
+#include "codecs/quantize.h"
+#include "codecs/quant_decode.h"
 
 namespace kvserve {
 namespace {

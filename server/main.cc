@@ -49,6 +49,7 @@ void log_startup(const kvserve::Engine& engine) {
                m.weight_type, m.weights_held_as, m.weight_bytes / 1048576.0, m.weight_bytes_per_step / 1048576.0);
   spdlog::info("CPU kernels: {} (model.kernels \"{}\"); {} compute threads ({})", m.kernels,
                engine.options().model.kernels, m.num_threads, m.threads_reason);
+  spdlog::info("matmul plan at 1, 4, 16, 64, 512 rows: {}", m.matmul_plan);
   spdlog::info("KV cache bytes per token: 2 (K,V) x {} layers x {} KV heads x {} head dim x {} bytes = {} bytes",
                m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_size, m.kv_bytes_per_token);
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {}", m.num_blocks, m.block_size, m.token_capacity,

@@ -104,7 +104,7 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
     parts.push_back({t, storage.back().data(), rows_per_part, row_bytes});
     w.resize(w.size() + rows_per_part * n_in);
     tensor_type(t).to_float(storage.back().data(), w.data() + w.size() - rows_per_part * n_in, rows_per_part * n_in);
-    if (packed && ctx.kernels->panels_apply(static_cast<uint32_t>(t), n_in, rows_per_part)) {
+    if (packed && plan_packs(*ctx.kernels, static_cast<uint32_t>(t), n_in, rows_per_part, int8)) {
       ctx.kernels->pack_panels(static_cast<uint32_t>(t), storage.back().data(), rows_per_part, row_bytes, n_in);
       parts.back().panels = true;
       ++packed_parts;
@@ -117,7 +117,7 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
   QuantMatrix m(ctx, parts, n_in, int8);
   // The parts the integer path takes (at every height: prompt sizes too).
   std::vector<bool> part_int8;
-  for (TensorType t : c.parts) part_int8.push_back(int8 && ctx.kernels->int8_path_applies(static_cast<uint32_t>(t), n_in));
+  for (TensorType t : c.parts) part_int8.push_back(plan_int8(*ctx.kernels, static_cast<uint32_t>(t), n_in, int8));
   const int64_t n_out = m.n_out();
   ASSERT_EQ(n_out, rows_per_part * static_cast<int64_t>(c.parts.size()));
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);

@@ -90,7 +90,6 @@ void few_rows(const QuantMatmulArgs& a) {
 
 }  // namespace
 
-bool f16_panels_apply(int64_t rows) { return rows % kPanel == 0; }
 
 void f16_panels_matmul(const QuantMatmulArgs& a) {
   if (a.m == 1) return few_rows<1, 4>(a);
@@ -159,7 +158,6 @@ void dequantize_f16_panels(const uint8_t* w, int64_t rows, int64_t n_in, float* 
 }
 
 #else   // levels without AVX-512: F16 keeps the row layout
-bool f16_panels_apply(int64_t) { return false; }
 void f16_panels_matmul(const QuantMatmulArgs&) {}
 void pack_f16_panels(uint8_t*, int64_t, int64_t) {}
 void dequantize_f16_panels(const uint8_t*, int64_t, int64_t, float*) {}

@@ -8,6 +8,7 @@
 
 #include "kernels/attention_args.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul_plan.h"
 #include "kernels/quant_matmul.h"
 
 namespace kvserve {
@@ -36,12 +37,9 @@ struct KernelTable {
   void (*quant_matmul)(const QuantMatmulArgs& args);
   void (*dequantize_rows)(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
   void (*dequantize_panels)(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out);
-  // kernels/quant_dot_int8.h: whether quant_matmul's integer path takes this type and width
-  // here, at any height (prompts included, 64 rows at a time)
-  bool (*int8_path_applies)(uint32_t type, int64_t n_in);
-  // kernels/quant_matmul.h: whether a matrix may be held as packed panels (the integer path's
-  // types, F16), and packing it
-  bool (*panels_apply)(uint32_t type, int64_t n_in, int64_t rows);
+  // kernels/matmul_plan.h: this level's facts of a tensor type (null: no kernels for it), which
+  // plan_matmul reads to choose the kernel quant_matmul runs; packing a matrix plan_packs allows
+  const MatmulTypeRow* (*matmul_type_row)(uint32_t type);
   void (*pack_panels)(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
   // kernels/attention.h, for each KV element type
   void (*write_kv_f32)(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,

@@ -1,6 +1,7 @@
 // Compiled once per kernel level (KVSERVE_KERNEL_NS = scalar, avx2, avx512): that level's table.
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
+#include "kernels/matmul_plan.h"
 #include "kernels/ops.h"
 #include "kernels/quant_dot_int8.h"
 #include "kernels/quant_matmul.h"
@@ -26,8 +27,7 @@ const KernelTable& table() {
       .quant_matmul = quant_matmul,
       .dequantize_rows = dequantize_rows,
       .dequantize_panels = dequantize_panels,
-      .int8_path_applies = int8_path_applies,
-      .panels_apply = panels_apply,
+      .matmul_type_row = matmul_type_row,
       .pack_panels = pack_panels,
       .write_kv_f32 = write_kv<float>,
       .write_kv_f16 = write_kv<_Float16>,

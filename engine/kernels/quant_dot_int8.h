@@ -11,6 +11,7 @@
 
 #include "codecs/tensor_types.h"
 #include "kernels/kernel_level.h"
+#include "kernels/matmul_plan.h"
 #include "kernels/quant_matmul.h"
 
 namespace kvserve {
@@ -25,19 +26,9 @@ inline float round_activations(const float* x, int8_t* q, int n = 32) {
   return d;
 }
 
-// The K types, Q2_K..Q6_K: super-blocks of 256 values with integer sub-block scales.
-inline bool is_k_quant(uint32_t type) {
-  const auto t = static_cast<TensorType>(type);
-  return t == TensorType::kQ2_K || t == TensorType::kQ3_K || t == TensorType::kQ4_K || t == TensorType::kQ5_K ||
-         t == TensorType::kQ6_K;
-}
-
 // The activations' block on the integer path: 256 for the K types (as llama.cpp's Q8_K, so a
 // super-block's integer products meet one float scale), 32 for the others (as its Q8_0).
-inline int activation_block(uint32_t type) { return is_k_quant(type) ? 256 : 32; }
-
-// Up to this many activation rows take the fused kernel (quant_matvec_int8) where it applies.
-constexpr int64_t kMatvecMaxRows = 4;
+inline int activation_block(uint32_t type) { return tensor_type(static_cast<TensorType>(type)).block_size == 256 ? 256 : 32; }
 
 // Scratch bytes the integer path needs for m rows of n_in activations.
 inline int64_t int8_scratch_bytes(int64_t m, int64_t n_in) { return m * n_in * 3 + 256; }
@@ -47,33 +38,20 @@ inline int64_t int8_scratch_bytes(int64_t m, int64_t n_in) { return m * n_in * 3
 #ifdef KVSERVE_KERNEL_NS
 namespace kvserve::KVSERVE_KERNEL_NS {
 
-// Whether quant_matmul_int8 takes this product (the level, the CPU, the type and the shape), at
-// any height: its panel GEMMs beat decoding to float for oneDNN's GEMM at prompt sizes too.
-bool int8_path_applies(uint32_t type, int64_t n_in);
-// a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes.
-void quant_matmul_int8(const QuantMatmulArgs& a);
-// panels_apply and pack_panels (kernels/quant_matmul.h) for the integer path's types
-// (kernels/quant_panels32_int8.cc for the 32-value types, kernels/quant_kgemm_int8.cc for the K
-// types).
-bool int8_panels_apply(uint32_t type, int64_t n_in, int64_t rows);
-void pack_int8_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
-void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
-void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
-void panels32_int8(const QuantMatmulArgs& a);
-// Up to kMatvecMaxRows activation rows (decoding one to four streams) on the 32-value types:
-// the same rounding and integer products, fused so that nothing is staged in
-// memory between reading a weight and multiplying it (kernels/quant_matvec_int8.cc).
-// quant_matmul_int8 takes it where it applies.
-bool int8_matvec_applies(uint32_t type, int64_t n_in);
+// The integer kernels, each taking what plan_matmul (kernels/matmul_plan.h) gives it, at most
+// kSmallBatchRows activation rows (a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes).
+// 32-value types: kQ32Fused for 1-4 rows, nothing staged in memory between reading a weight and
+// multiplying it (kernels/quant_matvec_int8.cc); kQ32Gemm, panels unpacked per call
+// (kernels/quant_gemm32_int8.cc); kQ32Packed (kernels/quant_panels32_int8.cc).
 void quant_matvec_int8(const QuantMatmulArgs& a);
-// Q2_K..Q6_K at every batch height: activations rounded per super-block of 256
-// (round_activations over 256 values), integer sub-block scales (kernels/quant_kdot_int8.cc).
-// quant_matmul_int8 takes it where it applies.
-bool kquant_int8_applies(uint32_t type);
-void quant_matmul_kquant_int8(const QuantMatmulArgs& a);
-// The 32-value types beyond kMatvecMaxRows rows: the panel GEMM (kernels/quant_gemm32_int8.cc).
-bool gemm32_int8_applies(uint32_t type);
 void quant_gemm32_int8(const QuantMatmulArgs& a);
+void panels32_int8(const QuantMatmulArgs& a);
+// K types (Q2_K..Q6_K): activations rounded per super-block of 256, integer sub-block scales;
+// `path` kKFused, kKGemm or kKPacked (kernels/quant_kdot_int8.cc, kernels/quant_kgemm_int8.cc).
+void quant_matmul_kquant_int8(const QuantMatmulArgs& a, MatmulPath path);
+// pack_panels (kernels/quant_matmul.h) for each family.
+void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
+void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif

@@ -126,10 +126,6 @@ void gemm(const QuantMatmulArgs& a) {
 
 }  // namespace
 
-bool gemm32_int8_applies(uint32_t type) {
-  return levels::with_type32(type, [](auto) {});
-}
-
 void quant_gemm32_int8(const QuantMatmulArgs& a) {
   levels::with_type32(a.type, [&](auto t) { gemm<decltype(t)>(a); });
 }
@@ -139,7 +135,6 @@ void quant_gemm32_int8(const QuantMatmulArgs& a) {
 KVSERVE_VNNI_TARGET_END
 #else   // levels without AVX-512: the float path always
 namespace kvserve::KVSERVE_KERNEL_NS {
-bool gemm32_int8_applies(uint32_t) { return false; }
 void quant_gemm32_int8(const QuantMatmulArgs&) {}
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif

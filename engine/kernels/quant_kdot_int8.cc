@@ -184,20 +184,18 @@ void fused(const QuantMatmulArgs& a, const KRow* x) {
 
 }  // namespace
 
-bool kquant_int8_applies(uint32_t type) { return is_k_quant(type); }
-
-void quant_matmul_kquant_int8(const QuantMatmulArgs& a) {
+void quant_matmul_kquant_int8(const QuantMatmulArgs& a, MatmulPath path) {
   const Kind kind = krows::kind_of(a.type);
   KRow x[kSmallBatchRows];
   const int64_t stride = krows::row_stride(a.n_in);
 #pragma omp parallel for schedule(static) if (a.m > 4)
   for (int64_t r = 0; r < a.m; ++r)
     x[r] = krows::round_row_k(a.x + r * a.n_in, a.n_in, kind, static_cast<uint8_t*>(a.scratch) + r * stride);
-  if (a.panels) {
+  if (path == MatmulPath::kKPacked) {
     krows::kpanels(kind, a, x);
     return;
   }
-  const bool few = a.m <= kMatvecMaxRows;
+  const bool few = path == MatmulPath::kKFused;
   switch (kind) {
     case Kind::kQ4K: few ? fused<Kind::kQ4K>(a, x) : kgemm_q4_k(a, x); break;
     case Kind::kQ5K: few ? fused<Kind::kQ5K>(a, x) : kgemm_q5_k(a, x); break;
@@ -212,8 +210,7 @@ void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_byt
 }
 
 #else   // levels without AVX-512: the float path always
-bool kquant_int8_applies(uint32_t) { return false; }
-void quant_matmul_kquant_int8(const QuantMatmulArgs&) {}
+void quant_matmul_kquant_int8(const QuantMatmulArgs&, MatmulPath) {}
 void pack_kquant_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
 #endif
 

@@ -349,7 +349,7 @@ void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, P
 
 // Each byte of x through the GF(2) affine map m (vgf2p8affineqb, constant 0): output bit i is
 // the parity of x and byte 7 - i of m's 64-bit lane. As inline assembly, so that no other code
-// is compiled for GFNI: only packed Q6_K panels run it, on CPUs that have it (int8_panels_apply).
+// is compiled for GFNI: only packed Q6_K panels run it, on CPUs that have it (plan_packs, kernels/matmul_plan.cc).
 inline __m512i gf_bits(__m512i x, __m512i m) {
   __m512i r;
   asm("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(m));

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "codecs/tensor_types.h"
+#include "kernels/matmul_plan.h"
 #include "kernels/quant_dot_int8.h"
 #include "kernels/small_batch_matmul.h"
 
@@ -16,213 +17,6 @@ KVSERVE_KERNEL_TARGET_BEGIN
 
 namespace kvserve::KVSERVE_KERNEL_NS {
 namespace {
-
-using DecodeFn = void (*)(const void* src, float* dst, int64_t n);
-
-void decode_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
-
-void decode_f16(const void* src, float* dst, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(src);
-  int64_t i = 0;
-#if KVSERVE_HAS_AVX512
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
-#elif KVSERVE_HAS_F16C
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-#endif
-  for (; i < n; ++i) dst[i] = quant::half_to_float(h[i]);
-}
-
-void decode_bf16(const void* src, float* dst, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(src);
-  auto* out = reinterpret_cast<uint32_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(h[i]) << 16;
-}
-
-#if KVSERVE_HAS_AVX512
-// The most used block types decoded 16 values at a time, with the reference decoder's operations
-// in its order (so the floats are the same): an int per value, to float, times the scale.
-inline __m512 int_times(__m512i q, float d) { return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(d)); }
-inline __m512i bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-
-void fast_q8_0(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const quant::BlockQ8_0*>(src);
-  for (int64_t i = 0; i < n / quant::kQK; ++i, dst += quant::kQK) {
-    const float d = quant::half_to_float(b[i].d);
-    for (int h = 0; h < 2; ++h) {
-      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].qs + 16 * h)));
-      _mm512_storeu_ps(dst + 16 * h, int_times(q, d));
-    }
-  }
-}
-
-void fast_q4_0(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const quant::BlockQ4_0*>(src);
-  const __m512i low = _mm512_set1_epi32(0xF), eight = _mm512_set1_epi32(8);
-  for (int64_t i = 0; i < n / quant::kQK; ++i, dst += quant::kQK) {
-    const float d = quant::half_to_float(b[i].d);
-    const __m512i q = bytes16(b[i].qs);
-    _mm512_storeu_ps(dst, int_times(_mm512_sub_epi32(_mm512_and_si512(q, low), eight), d));
-    _mm512_storeu_ps(dst + 16, int_times(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight), d));
-  }
-}
-
-// IQ4_NL: each index's level from a 16-float table in one register, times the scale.
-void fast_iq4_nl(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const quant::BlockIQ4_NL*>(src);
-  alignas(64) float table[16];
-  for (int k = 0; k < 16; ++k) table[k] = static_cast<float>(quant::kIq4nlLevels[k]);
-  const __m512 levels = _mm512_load_ps(table);
-  const __m512i low = _mm512_set1_epi32(0xF);
-  for (int64_t i = 0; i < n / quant::kQK; ++i, dst += quant::kQK) {
-    const __m512 d = _mm512_set1_ps(quant::half_to_float(b[i].d));
-    const __m512i q = bytes16(b[i].qs);
-    _mm512_storeu_ps(dst, _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_and_si512(q, low), levels)));
-    _mm512_storeu_ps(dst + 16, _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), levels)));
-  }
-}
-
-// Q4_K and Q5_K: d·q - m per sub-block of 32.
-inline void scaled_minus(__m512i q, float d, float m, float* dst) {
-  _mm512_storeu_ps(dst, _mm512_sub_ps(int_times(q, d), _mm512_set1_ps(m)));
-}
-
-template <bool kFifthBit>
-void fast_k4(const uint8_t* scales, float d, float dmin, const uint8_t* qs, const uint8_t* qh, float* dst) {
-  const __m512i low = _mm512_set1_epi32(0xF), sixteen = _mm512_set1_epi32(16);
-  for (int j = 0; j < 4; ++j, qs += 32, dst += 64) {
-    float d1, m1, d2, m2;
-    quant::k_factors(2 * j, scales, d, dmin, &d1, &m1);
-    quant::k_factors(2 * j + 1, scales, d, dmin, &d2, &m2);
-    for (int h = 0; h < 2; ++h) {
-      const __m512i q = bytes16(qs + 16 * h);
-      __m512i lo = _mm512_and_si512(q, low), hi = _mm512_srli_epi32(q, 4);
-      if constexpr (kFifthBit) {
-        const __m512i bits = bytes16(qh + 16 * h);
-        const __mmask16 b1 = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(1 << (2 * j)));
-        const __mmask16 b2 = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(2 << (2 * j)));
-        lo = _mm512_mask_add_epi32(lo, b1, lo, sixteen);
-        hi = _mm512_mask_add_epi32(hi, b2, hi, sixteen);
-      }
-      scaled_minus(lo, d1, m1, dst + 16 * h);
-      scaled_minus(hi, d2, m2, dst + 32 + 16 * h);
-    }
-  }
-}
-
-void fast_q4_k(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const quant::BlockQ4_K*>(src);
-  for (int64_t i = 0; i < n / quant::kQK_K; ++i, dst += quant::kQK_K)
-    fast_k4<false>(b[i].scales, quant::half_to_float(b[i].d), quant::half_to_float(b[i].dmin), b[i].qs, nullptr, dst);
-}
-
-void fast_q5_k(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const quant::BlockQ5_K*>(src);
-  for (int64_t i = 0; i < n / quant::kQK_K; ++i, dst += quant::kQK_K)
-    fast_k4<true>(b[i].scales, quant::half_to_float(b[i].d), quant::half_to_float(b[i].dmin), b[i].qs, b[i].qh, dst);
-}
-
-void fast_q6_k(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const quant::BlockQ6_K*>(src);
-  const __m512i low = _mm512_set1_epi32(0xF), three = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
-  for (int64_t i = 0; i < n / quant::kQK_K; ++i) {
-    const float d = quant::half_to_float(b[i].d);
-    const uint8_t* ql = b[i].ql;
-    const uint8_t* qh = b[i].qh;
-    const int8_t* sc = b[i].scales;
-    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, dst += 128)
-      for (int g = 0; g < 2; ++g) {  // values l = 16g .. 16g+15 of each quarter
-        const __m512i a = bytes16(ql + 16 * g), c = bytes16(ql + 32 + 16 * g), h = bytes16(qh + 16 * g);
-        const __m512i q1 = _mm512_sub_epi32(
-            _mm512_or_si512(_mm512_and_si512(a, low), _mm512_slli_epi32(_mm512_and_si512(h, three), 4)), bias);
-        const __m512i q2 = _mm512_sub_epi32(
-            _mm512_or_si512(_mm512_and_si512(c, low),
-                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2), three), 4)),
-            bias);
-        const __m512i q3 = _mm512_sub_epi32(
-            _mm512_or_si512(_mm512_srli_epi32(a, 4),
-                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 4), three), 4)),
-            bias);
-        const __m512i q4 = _mm512_sub_epi32(
-            _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(_mm512_srli_epi32(h, 6), 4)), bias);
-        _mm512_storeu_ps(dst + 16 * g, int_times(q1, d * static_cast<float>(sc[g])));
-        _mm512_storeu_ps(dst + 32 + 16 * g, int_times(q2, d * static_cast<float>(sc[g + 2])));
-        _mm512_storeu_ps(dst + 64 + 16 * g, int_times(q3, d * static_cast<float>(sc[g + 4])));
-        _mm512_storeu_ps(dst + 96 + 16 * g, int_times(q4, d * static_cast<float>(sc[g + 6])));
-      }
-  }
-}
-
-// Q2_K and Q3_K: per 128 values of a half, four shifts of the same 32 bytes, 16 values a scale.
-void fast_q2_k(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const quant::BlockQ2_K*>(src);
-  const __m512i three = _mm512_set1_epi32(3);
-  for (int64_t i = 0; i < n / quant::kQK_K; ++i) {
-    const float d = quant::half_to_float(b[i].d), dmin = quant::half_to_float(b[i].dmin);
-    int is = 0;
-    for (int half = 0; half < 2; ++half)
-      for (int shift = 0; shift < 8; shift += 2)
-        for (int part = 0; part < 2; ++part, ++is, dst += 16) {
-          const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bytes16(b[i].qs + 32 * half + 16 * part), shift), three);
-          const float dl = d * static_cast<float>(b[i].scales[is] & 0xF), ml = dmin * static_cast<float>(b[i].scales[is] >> 4);
-          _mm512_storeu_ps(dst, _mm512_sub_ps(int_times(q, dl), _mm512_set1_ps(ml)));
-        }
-  }
-}
-
-void fast_q3_k(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const quant::BlockQ3_K*>(src);
-  const __m512i three = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);
-  for (int64_t i = 0; i < n / quant::kQK_K; ++i) {
-    const float d = quant::half_to_float(b[i].d);
-    int8_t scales[16];
-    quant::q3_k_scales(b[i].scales, scales);
-    int is = 0, bit = 0;
-    for (int half = 0; half < 2; ++half)
-      for (int shift = 0; shift < 8; shift += 2, ++bit)
-        for (int part = 0; part < 2; ++part, ++is, dst += 16) {
-          const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bytes16(b[i].qs + 32 * half + 16 * part), shift), three);
-          const __mmask16 high = _mm512_test_epi32_mask(bytes16(b[i].hmask + 16 * part), _mm512_set1_epi32(1 << bit));
-          const __m512i v = _mm512_mask_sub_epi32(q, static_cast<__mmask16>(~high), q, four);
-          _mm512_storeu_ps(dst, int_times(v, d * static_cast<float>(scales[is])));
-        }
-  }
-}
-#endif
-
-DecodeFn decoder(uint32_t type) {
-#if KVSERVE_HAS_AVX512
-  switch (static_cast<TensorType>(type)) {
-    case TensorType::kQ8_0: return fast_q8_0;
-    case TensorType::kQ4_0: return fast_q4_0;
-    case TensorType::kIQ4_NL: return fast_iq4_nl;
-    case TensorType::kQ4_K: return fast_q4_k;
-    case TensorType::kQ5_K: return fast_q5_k;
-    case TensorType::kQ6_K: return fast_q6_k;
-    case TensorType::kQ2_K: return fast_q2_k;
-    case TensorType::kQ3_K: return fast_q3_k;
-    default: break;
-  }
-#endif
-  switch (static_cast<TensorType>(type)) {
-    case TensorType::kF32: return decode_f32;
-    case TensorType::kF16: return decode_f16;
-    case TensorType::kBF16: return decode_bf16;
-    case TensorType::kQ4_0: return quant::decode_q4_0;
-    case TensorType::kQ4_1: return quant::decode_q4_1;
-    case TensorType::kQ5_0: return quant::decode_q5_0;
-    case TensorType::kQ5_1: return quant::decode_q5_1;
-    case TensorType::kQ8_0: return quant::decode_q8_0;
-    case TensorType::kIQ4_NL: return quant::decode_iq4_nl;
-    case TensorType::kQ2_K: return quant::decode_q2_k;
-    case TensorType::kQ3_K: return quant::decode_q3_k;
-    case TensorType::kQ4_K: return quant::decode_q4_k;
-    case TensorType::kQ5_K: return quant::decode_q5_k;
-    case TensorType::kQ6_K: return quant::decode_q6_k;
-    default: return nullptr;
-  }
-}
 
 constexpr int kG = 4;          // output rows decoded together
 constexpr int64_t kKc = 256;   // values of each row per chunk: kG rows of it, and the chunk of every x row, stay in L1
@@ -366,26 +160,36 @@ void f16_rows(const QuantMatmulArgs& a) {
 
 void quant_matmul(const QuantMatmulArgs& a) {
   if (a.m == 0 || a.n_out == 0) return;
-  if (a.panels && static_cast<TensorType>(a.type) == TensorType::kF16) {
-    f16_panels_matmul(a);
-    return;
-  }
-  if (a.int8_activations && int8_path_applies(a.type, a.n_in)) {
-    quant_matmul_int8(a);
-    return;
-  }
-#if KVSERVE_HAS_AVX512
-  if (static_cast<TensorType>(a.type) == TensorType::kF16 && a.m <= 4) {
-    switch (a.m) {
-      case 1: f16_rows<1>(a); break;
-      case 2: f16_rows<2>(a); break;
-      case 3: f16_rows<3>(a); break;
-      default: f16_rows<4>(a); break;
+  const MatmulTypeRow& row = *matmul_type_row(a.type);
+  const MatmulPath path =
+      plan_matmul(row, matmul_cpu(), {.n_in = a.n_in, .m = a.m, .panels = a.panels, .int8_activations = a.int8_activations});
+  if (is_int8_path(path) && a.m > kSmallBatchRows) {  // the integer kernels' scratch holds that many rows
+    for (int64_t r0 = 0; r0 < a.m; r0 += kSmallBatchRows) {
+      QuantMatmulArgs part = a;
+      part.x = a.x + r0 * a.n_in, part.y = a.y + r0 * a.ldy, part.m = std::min(kSmallBatchRows, a.m - r0);
+      quant_matmul(part);
     }
     return;
   }
+  switch (path) {
+    case MatmulPath::kF16Packed: f16_panels_matmul(a); return;
+    case MatmulPath::kQ32Fused: quant_matvec_int8(a); return;
+    case MatmulPath::kQ32Gemm: quant_gemm32_int8(a); return;
+    case MatmulPath::kQ32Packed: panels32_int8(a); return;
+    case MatmulPath::kKFused: case MatmulPath::kKGemm: case MatmulPath::kKPacked: quant_matmul_kquant_int8(a, path); return;
+#if KVSERVE_HAS_AVX512
+    case MatmulPath::kF16Rows:
+      switch (a.m) {
+        case 1: f16_rows<1>(a); break;
+        case 2: f16_rows<2>(a); break;
+        case 3: f16_rows<3>(a); break;
+        default: f16_rows<4>(a); break;
+      }
+      return;
 #endif
-  const DecodeFn decode = decoder(a.type);
+    default: break;  // kDecodeL1; kDecodedGemm when called directly (the weights decode panels for it)
+  }
+  const auto decode = row.decode;
   const TensorTypeTraits& traits = tensor_type(static_cast<TensorType>(a.type));
   const int64_t groups = (a.n_out + kG - 1) / kG;
 #pragma omp parallel for schedule(static)
@@ -428,24 +232,21 @@ void quant_matmul(const QuantMatmulArgs& a) {
   }
 }
 
-bool panels_apply(uint32_t type, int64_t n_in, int64_t rows) {
-  if (static_cast<TensorType>(type) == TensorType::kF16) return f16_panels_apply(rows);
-  return int8_panels_apply(type, n_in, rows);
-}
-
 void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
-  if (static_cast<TensorType>(type) == TensorType::kF16)
-    pack_f16_panels(w, rows, n_in);
-  else
-    pack_int8_panels(type, w, rows, row_bytes, n_in);
+  switch (matmul_type_row(type)->family) {
+    case MatmulFamily::kFloat: pack_f16_panels(w, rows, n_in); break;
+    case MatmulFamily::kBlock32: pack_panels32(type, w, rows, row_bytes, n_in); break;
+    case MatmulFamily::kBlockK: pack_kquant_panels(type, w, rows, row_bytes, n_in); break;
+  }
 }
 
 void dequantize_panels(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out) {
-  if (static_cast<TensorType>(type) == TensorType::kF16) dequantize_f16_panels(w, rows, n_in, out);
+  // Only float panels are ever decoded: block panels are multiplied by the integer kernels alone.
+  if (matmul_type_row(type)->family == MatmulFamily::kFloat) dequantize_f16_panels(w, rows, n_in, out);
 }
 
 void dequantize_rows(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out) {
-  const DecodeFn decode = decoder(type);
+  const auto decode = matmul_type_row(type)->decode;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) decode(w + r * row_bytes, out + r * n_in, n_in);
 }

@@ -38,25 +38,25 @@ struct QuantMatmulArgs {
 #ifdef KVSERVE_KERNEL_NS
 namespace kvserve::KVSERVE_KERNEL_NS {
 
-// The product for m <= kSmallBatchRows (any m works; it is tuned for small ones).
+// The product, by the kernel plan_matmul (kernels/matmul_plan.h) names; kDecodedGemm's heights
+// are decoded to float panels by the weights (weights/quant_matrix.cc) and, called here, take
+// the decode-in-L1 kernel, which works at any height.
 void quant_matmul(const QuantMatmulArgs& args);
 // Rows [0, rows) of w ([rows, row_bytes] in `type`) decoded to out: [rows, n_in], in parallel.
 void dequantize_rows(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
-// Whether a matrix of this type, width and height may be held as packed panels: 16 rows at a
-// time rewritten in place, to the same bytes, in the order the product reads them, so that it
-// streams them at the memory's read rate (the integer path's types, kernels/quant_dot_int8.h;
-// F16, whose products are float, kernels/f16_panels.cc). Then every product with it takes
-// quant_matmul with a.panels set.
-bool panels_apply(uint32_t type, int64_t n_in, int64_t rows);
-// w: [rows, row_bytes] in `type`, packed in place (panels_apply must hold).
+// Packed panels: 16 rows at a time rewritten in place, to the same bytes, in the order the
+// product reads them, so that it streams them at the memory's read rate (the integer kernels'
+// types, kernels/quant_dot_int8.h; F16, whose products are float, kernels/f16_panels.cc).
+// plan_packs (kernels/matmul_plan.h) says which matrices are held so; every product with them
+// then takes quant_matmul with a.panels set.
+// w: [rows, row_bytes] in `type`, packed in place (plan_packs must hold).
 void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 // The same for rows held as packed panels (pack_panels; rows a multiple of 16).
 void dequantize_panels(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out);
 
-// F16 as packed panels (kernels/f16_panels.cc; AVX-512 levels): whether a matrix of `rows` may
-// be held so, packing w ([rows, n_in] halves) in place, the product at any height (a.panels),
-// and the rows back as floats (out: [rows, n_in]).
-bool f16_panels_apply(int64_t rows);
+// F16 as packed panels (kernels/f16_panels.cc; AVX-512 levels): packing w ([rows, n_in]
+// halves, rows a multiple of 16) in place, the product at any height (a.panels), and the rows
+// back as floats (out: [rows, n_in]).
 void pack_f16_panels(uint8_t* w, int64_t rows, int64_t n_in);
 void f16_panels_matmul(const QuantMatmulArgs& a);
 void dequantize_f16_panels(const uint8_t* w, int64_t rows, int64_t n_in, float* out);

@@ -102,11 +102,9 @@ const TypeDots* dots_for(uint32_t type) {
 
 }  // namespace
 
-bool int8_matvec_applies(uint32_t type, int64_t n_in) { return dots_for(type) && n_in % 64 == 0; }
-
 void quant_matvec_int8(const QuantMatmulArgs& a) {
   const TypeDots& dots = *dots_for(a.type);
-  Row32 x[kMatvecMaxRows];
+  Row32 x[kFusedMaxRows];
   for (int64_t r = 0; r < a.m; ++r)
     x[r] = levels::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * levels::row32_bytes(a.n_in));
   const int64_t groups = (a.n_out + kRows - 1) / kRows, steps = a.n_in / 64;
@@ -135,7 +133,6 @@ void quant_matvec_int8(const QuantMatmulArgs& a) {
 }
 
 #else   // levels without AVX-512: the float path always
-bool int8_matvec_applies(uint32_t, int64_t) { return false; }
 void quant_matvec_int8(const QuantMatmulArgs&) {}
 #endif
 

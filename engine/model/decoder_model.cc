@@ -158,9 +158,11 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   use.refuse_unused(hp_.architecture);
 
   std::map<TensorType, int64_t> file, held;
+  std::map<std::string, std::string> plan;
   for (const GgufTensorInfo& t : f.tensors()) file[t.type] += static_cast<int64_t>(t.n_bytes());
   const auto count = [&](const WeightMatrix& m) {
     m.count_bytes(held);
+    m.describe_plan(plan);
     hp_.bytes_per_step += m.bytes();
     hp_.panel_bytes += m.panel_bytes();
   };
@@ -184,6 +186,7 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   for (const auto& [type, n] : held) hp_.weight_bytes += n;
   hp_.file_types = tensor_type_mix(file);
   hp_.held_types = tensor_type_mix(held);
+  for (const auto& [what, paths] : plan) hp_.matmul_plan += (hp_.matmul_plan.empty() ? "" : "; ") + what + ": " + paths;
   if (hp_.panel_bytes > 0)
     hp_.held_types += "; " + std::to_string((100 * hp_.panel_bytes + hp_.weight_bytes / 2) / hp_.weight_bytes) +
                       "% in 16-row panels";

@@ -36,6 +36,9 @@ struct ModelHparams {
   TensorType held_as = TensorType::kF32;      // as held in memory and multiplied
   std::string file_types;        // the file's tensor types by bytes: "Q4_K 61%, Q6_K 36%, F32 3%"
   std::string held_types;        // the weights as held in memory, by bytes (embedding included)
+  // The kernel each held type's products take at 1, 4, 16, 64 and 512 rows (kernels/matmul_plan.h):
+  // "Q4_K (panels): k_packed x5; F32: f32_small_batch x4 onednn"
+  std::string matmul_plan;
   int64_t bytes_per_step = 0;    // weight bytes one decode step streams (every matrix, one embedding row aside)
   int64_t weight_bytes = 0;      // weight bytes held in memory
   int64_t panel_bytes = 0;       // of those, held as packed panels (model.repack_weights)

@@ -53,7 +53,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
   // runs OpenMP work. libgomp keeps one pool of workers per thread that has opened a parallel
   // region, and once it manages more threads than there are cores its workers stop spinning
   // between regions after a few microseconds and sleep on a futex instead, and a decode step
-  // opens some sixty regions (the README's Threads note has the measurement).
+  // opens some sixty regions (docs/configuration.md's Threads note has the measurement).
   std::promise<void> loaded;
   std::future<void> ready = loaded.get_future();
   // num_threads 0: the CPUs this process may really use (affinity and cgroup quota), not every
@@ -150,6 +150,7 @@ void Engine::load() {
   info_.name = hp.name;
   info_.weight_type = hp.file_types;
   info_.weights_held_as = hp.held_types;
+  info_.matmul_plan = hp.matmul_plan;
   info_.weight_bytes_per_step = hp.bytes_per_step;
   info_.weight_bytes = hp.weight_bytes;
   info_.n_params = hp.n_params;

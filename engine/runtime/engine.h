@@ -35,6 +35,7 @@ struct ModelInfo {
   std::string name;
   std::string weight_type;      // the file's tensor types by bytes: "Q4_K 61%, Q6_K 36%, F32 3%"
   std::string weights_held_as;  // the same for the weights as held in memory and multiplied
+  std::string matmul_plan;      // the kernel each held type takes at 1, 4, 16, 64, 512 rows
   int64_t weight_bytes_per_step = 0;  // weight bytes a decode step streams from memory
   int64_t weight_bytes = 0;           // weight bytes held in memory
   std::string kernels;          // the CPU kernel set in use: "avx512", "avx2" or "scalar"

@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
     for (int path = 0; path < 3; ++path) {
       const bool int8 = path > 0 && t != TensorType::kF16;
       if (path == 1 && !int8) continue;
-      if (int8 && !ctx.kernels->int8_path_applies(type, n_in)) continue;
-      if (path == 2 && !ctx.kernels->panels_apply(type, n_in, n_out)) continue;
+      if (int8 && !kvserve::plan_int8(*ctx.kernels, type, n_in)) continue;
+      if (path == 2 && !kvserve::plan_packs(*ctx.kernels, type, n_in, n_out, int8)) continue;
       std::vector<std::unique_ptr<kvserve::WeightMatrix>> mats;
       for (int i = 0; i < count; ++i) {
         uint8_t* s = ctx.arena.allocate(static_cast<size_t>(row_bytes * n_out));

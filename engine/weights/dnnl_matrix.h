@@ -28,7 +28,12 @@ class DnnlMatrix final : public WeightMatrix {
 
   // True where batch height m goes through small_batch_matmul rather than oneDNN's matmul:
   // small m, on weights packed in the layout that kernel reads (F32 BA16a64b).
-  bool uses_small_batch_kernel(int64_t m) const { return small_batch_ && m <= kSmallBatchRows; }
+  bool uses_small_batch_kernel(int64_t m) const {
+    return plan_onednn_matmul(small_batch_, m) == MatmulPath::kF32SmallBatch;
+  }
+  void describe_plan(std::map<std::string, std::string>& plan) const override {
+    plan[tensor_type_name(held_as())] = plan_at_report_heights([&](int64_t m) { return plan_onednn_matmul(small_batch_, m); });
+  }
   // For tests and benchmarks: send every batch height to oneDNN.
   void disable_small_batch_kernel() { small_batch_ = false; }
 

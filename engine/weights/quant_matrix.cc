@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "kernels/matmul_plan.h"
 #include "kernels/quant_dot_int8.h"
 
 namespace kvserve {
@@ -63,7 +64,20 @@ void QuantMatrix::count_bytes(std::map<TensorType, int64_t>& by_type) const {
 }
 
 bool QuantMatrix::int8_path(const Part& p) const {
-  return int8_activations_ && ctx_->kernels->int8_path_applies(static_cast<uint32_t>(p.type), n_in_);
+  return plan_int8(*ctx_->kernels, static_cast<uint32_t>(p.type), n_in_, int8_activations_);
+}
+
+MatmulPath QuantMatrix::path(const Part& p, int64_t m) const {
+  return plan_matmul(*ctx_->kernels, static_cast<uint32_t>(p.type),
+                     {.n_in = n_in_, .m = m, .panels = p.panels, .int8_activations = int8_activations_});
+}
+
+void QuantMatrix::describe_plan(std::map<std::string, std::string>& plan) const {
+  for (const Part& p : parts_) {
+    const auto type = static_cast<uint32_t>(p.type);
+    plan[std::string(tensor_type_name(p.type)) + (p.panels ? " (panels)" : "")] =
+        plan_at_report_heights(*ctx_->kernels, type, n_in_, p.panels, int8_activations_);
+  }
 }
 
 int64_t QuantMatrix::panel_rows() const {
@@ -78,7 +92,7 @@ void QuantMatrix::prepare(int64_t max_rows, bool /*accumulate*/) {
     const auto need = static_cast<size_t>(int8_scratch_bytes(std::min(max_rows, kSmallBatchRows), n_in_));
     if (ctx_->activation_scratch.size() < need) ctx_->activation_scratch.resize(need);
   }
-  if (max_rows > kSmallBatchRows && !std::all_of(parts_.begin(), parts_.end(), [&](const Part& p) { return int8_path(p); })) {
+  if (std::any_of(parts_.begin(), parts_.end(), [&](const Part& p) { return path(p, max_rows) == MatmulPath::kDecodedGemm; })) {
     const size_t need = static_cast<size_t>(panel_rows() * n_in_);
     if (ctx_->panel.size() < need) ctx_->panel.resize(need);
   }
@@ -88,9 +102,8 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
   if (m == 0) return;
   int64_t col = 0;
   for (const Part& p : parts_) {
-    // Decode-sized batches, and prompt-sized ones on the integer path (which takes them
-    // kSmallBatchRows rows at a time): the small-batch kernels; else decoded panels.
-    if (m <= kSmallBatchRows || int8_path(p)) {
+    // The kernels, or, for prompt heights off the integer path, decoded panels and oneDNN's GEMM.
+    if (path(p, m) != MatmulPath::kDecodedGemm) {
       if (int8_activations_) prepare(m, accumulate);
       ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
                                                   .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,

@@ -2,11 +2,13 @@
 // stacked part), not widened: decode-sized batches go through the quantized small-batch kernel
 // (kernels/quant_matmul.h), which streams the stored bytes once per step; prompt-sized batches
 // take the integer GEMM (the types of kernels/quant_dot_int8.h, on AVX-512 VNNI) 64 rows at a
-// time, else decode panels of rows to float and multiply them with oneDNN's GEMM.
+// time, else decode panels of rows to float and multiply them with oneDNN's GEMM. Which kernel
+// runs at which height is kernels/matmul_plan.h's plan_matmul.
 #pragma once
 
 #include <vector>
 
+#include "kernels/matmul_plan.h"
 #include "weights/compute_context.h"
 #include "weights/weight_matrix.h"
 
@@ -26,6 +28,7 @@ class QuantMatrix final : public WeightMatrix {
   int64_t bytes() const override;
   int64_t panel_bytes() const override;
   void count_bytes(std::map<TensorType, int64_t>& by_type) const override;
+  void describe_plan(std::map<std::string, std::string>& plan) const override;
   const std::vector<Part>& parts() const { return parts_; }
 
   // Rows decoded per GEMM panel: bounded scratch (a few MiB) whatever the matrix.
@@ -33,8 +36,10 @@ class QuantMatrix final : public WeightMatrix {
 
  private:
   // Whether the part takes the integer path, which then serves every height (else: the float
-  // small-batch kernel, and decoded panels for prompts).
+  // small-batch kernel, and decoded panels for prompts), and the path at m rows
+  // (kernels/matmul_plan.h decides both).
   bool int8_path(const Part& p) const;
+  MatmulPath path(const Part& p, int64_t m) const;
 
   ComputeContext* ctx_;
   std::vector<Part> parts_;

@@ -51,10 +51,8 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
   if (!all_f32 && !all_bf16) {
     // Held as stored: the bytes copied once into the model's arena.
     std::vector<HeldRows> held;
-    // Packed where the product reading them takes panels: F16's float kernels, or the integer path.
-    for (size_t i = 0; i < parts.size(); ++i)
-      held.push_back(hold_tensor(ctx, f, parts[i],
-                                 policy.repack && (infos[i]->type == TensorType::kF16 || policy.int8_activations)));
+    // Packed where the kernel plan multiplies panels (kernels/matmul_plan.h).
+    for (const TensorRef& p : parts) held.push_back(hold_tensor(ctx, f, p, policy.repack, policy.int8_activations));
     return make_held_matrix(ctx, std::move(held), n_in, policy);
   }
   std::vector<float> w;
@@ -74,7 +72,8 @@ void HeldRows::decode_row(int64_t r, float* out, int64_t n) const {
   tensor_type(type).to_float(data + r * row_bytes, out, n);
 }
 
-HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& ref, bool as_panels) {
+HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& ref, bool as_panels,
+                     bool int8_activations) {
   const GgufTensorInfo& t = checked(f, ref);
   const int64_t rows = t.dims.size() > 1 ? static_cast<int64_t>(t.n_elements() / t.dims[0]) : 1;
   const auto bytes = static_cast<size_t>(t.n_bytes());
@@ -84,7 +83,7 @@ HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& re
   HeldRows held{t.type, dst, rows, static_cast<int64_t>(bytes) / rows};
   const auto type = static_cast<uint32_t>(t.type);
   const auto n_in = static_cast<int64_t>(t.dims.at(0));
-  if (as_panels && ctx.kernels->panels_apply(type, n_in, rows)) {
+  if (as_panels && plan_packs(*ctx.kernels, type, n_in, rows, int8_activations)) {
     ctx.kernels->pack_panels(type, dst, rows, held.row_bytes, n_in);
     held.panels = true;
   }

@@ -46,6 +46,9 @@ class WeightMatrix {
   virtual int64_t panel_bytes() const { return 0; }  // of those, held as packed panels
   // Adds this matrix's bytes, by the type each part is held in, to `by_type`.
   virtual void count_bytes(std::map<TensorType, int64_t>& by_type) const { by_type[held_as()] += bytes(); }
+  // Sets plan[what is held] to the kernels its products take at the report's heights
+  // (kernels/matmul_plan.h): "Q4_K (panels)" -> "k_packed x5", "F32" -> "onednn".
+  virtual void describe_plan(std::map<std::string, std::string>& plan) const = 0;
 
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }
@@ -96,8 +99,10 @@ struct HeldRows {
   void decode_row(int64_t r, float* out, int64_t n) const;
 };
 // The tensor's bytes copied into ctx's arena, checked as make_weight_matrix checks them; with
-// as_panels, packed into panels where the kernels allow it (never for rows also looked up).
-HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& file, const TensorRef& ref, bool as_panels = false);
+// as_panels, packed into panels where the kernel plan multiplies panels with int8_activations
+// (plan_packs; never for rows also looked up).
+HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& file, const TensorRef& ref, bool as_panels = false,
+                     bool int8_activations = true);
 // The matrix over held rows (stacked in order; n_in values each), as make_weight_matrix builds
 // it for tensors that are not all F32 or all BF16: a tied output reuses the held embedding.
 std::unique_ptr<WeightMatrix> make_held_matrix(ComputeContext& ctx, std::vector<HeldRows> parts, int64_t n_in,

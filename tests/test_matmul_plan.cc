@@ -1,0 +1,133 @@
+// The kernel plan (kernels/matmul_plan.h) as scenarios on made-up rows and CPUs, and each
+// level's table of rows against the tensor-type table: every decoder a level gives a type
+// decodes as the scalar reference decoder does.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "codecs/tensor_types.h"
+#include "kernels/kernel_table.h"
+#include "kernels/matmul_plan.h"
+
+namespace kvserve {
+namespace {
+
+MatmulTypeRow k_row(bool gfni = false) {
+  return {.type = TensorType::kQ4_K, .family = MatmulFamily::kBlockK, .int8 = true, .packs = true, .packs_need_gfni = gfni};
+}
+MatmulTypeRow q32_row() {
+  return {.type = TensorType::kQ8_0, .family = MatmulFamily::kBlock32, .int8 = true, .packs = true};
+}
+MatmulTypeRow f16_row(bool avx512) {
+  return {.type = TensorType::kF16, .family = MatmulFamily::kFloat, .packs = avx512, .f16_rows = avx512};
+}
+constexpr MatmulCpu kVnni{.avx512_vnni = true, .gfni = true};
+constexpr MatmulCpu kNoVnni{.avx512_vnni = false, .gfni = true};
+
+MatmulPath at(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t m, bool panels = false, int64_t n_in = 4096,
+              bool int8 = true) {
+  return plan_matmul(row, cpu, {.n_in = n_in, .m = m, .panels = panels, .int8_activations = int8});
+}
+
+TEST(MatmulPlan, IntegerKernelsByHeightAndLayout) {
+  EXPECT_EQ(at(k_row(), kVnni, 1), MatmulPath::kKFused);
+  EXPECT_EQ(at(k_row(), kVnni, kFusedMaxRows), MatmulPath::kKFused);
+  EXPECT_EQ(at(k_row(), kVnni, kFusedMaxRows + 1), MatmulPath::kKGemm);
+  EXPECT_EQ(at(k_row(), kVnni, 512), MatmulPath::kKGemm);  // the integer path serves prompts too
+  EXPECT_EQ(at(k_row(), kVnni, 1, true), MatmulPath::kKPacked);
+  EXPECT_EQ(at(k_row(), kVnni, 512, true), MatmulPath::kKPacked);
+  EXPECT_EQ(at(q32_row(), kVnni, 3), MatmulPath::kQ32Fused);
+  EXPECT_EQ(at(q32_row(), kVnni, 16), MatmulPath::kQ32Gemm);
+  EXPECT_EQ(at(q32_row(), kVnni, 16, true), MatmulPath::kQ32Packed);
+}
+
+TEST(MatmulPlan, FloatPathWhereTheIntegerKernelsCannotRun) {
+  // No VNNI, activations kept float, or a width the kernels do not step through.
+  for (const auto& [cpu, int8, n_in] : {std::tuple{kNoVnni, true, int64_t{4096}}, std::tuple{kVnni, false, int64_t{4096}},
+                                        std::tuple{kVnni, true, int64_t{4096 + 32}}}) {
+    EXPECT_EQ(at(k_row(), cpu, 1, false, n_in, int8), MatmulPath::kDecodeL1);
+    EXPECT_EQ(at(q32_row(), cpu, 64, false, n_in, int8), MatmulPath::kDecodeL1);
+    EXPECT_EQ(at(q32_row(), cpu, 65, false, n_in, int8), MatmulPath::kDecodedGemm);
+    EXPECT_FALSE(plan_packs(q32_row(), cpu, n_in, 4096, int8));
+    EXPECT_THROW(at(k_row(), cpu, 1, true, n_in, int8), std::logic_error);  // such panels are never made
+  }
+  MatmulTypeRow scalar_level = k_row();
+  scalar_level.int8 = scalar_level.packs = false;
+  EXPECT_EQ(at(scalar_level, kVnni, 4), MatmulPath::kDecodeL1);
+}
+
+TEST(MatmulPlan, PacksWholePanelsOnlyAndQ6KPanelsNeedGfni) {
+  EXPECT_TRUE(plan_packs(k_row(), kVnni, 4096, 4096, true));
+  EXPECT_FALSE(plan_packs(k_row(), kVnni, 4096, 4096 + 8, true));  // 16 rows a panel
+  EXPECT_TRUE(plan_packs(k_row(true), kVnni, 4096, 4096, true));
+  EXPECT_FALSE(plan_packs(k_row(true), MatmulCpu{.avx512_vnni = true, .gfni = false}, 4096, 4096, true));
+}
+
+TEST(MatmulPlan, F16) {
+  EXPECT_EQ(at(f16_row(true), kNoVnni, 4), MatmulPath::kF16Rows);
+  EXPECT_EQ(at(f16_row(true), kNoVnni, 5), MatmulPath::kDecodeL1);
+  EXPECT_EQ(at(f16_row(true), kNoVnni, 65), MatmulPath::kDecodedGemm);
+  EXPECT_EQ(at(f16_row(true), kNoVnni, 65, true), MatmulPath::kF16Packed);
+  // F16 panels are float: they need no integer path, only the level's kernels.
+  EXPECT_TRUE(plan_packs(f16_row(true), kNoVnni, 4096, 64, false));
+  EXPECT_FALSE(plan_packs(f16_row(false), kVnni, 4096, 64, true));
+  EXPECT_EQ(at(f16_row(false), kVnni, 1), MatmulPath::kDecodeL1);
+}
+
+TEST(MatmulPlan, OnednnMatrices) {
+  EXPECT_EQ(plan_onednn_matmul(true, 64), MatmulPath::kF32SmallBatch);
+  EXPECT_EQ(plan_onednn_matmul(true, 65), MatmulPath::kOnednn);
+  EXPECT_EQ(plan_onednn_matmul(false, 1), MatmulPath::kOnednn);
+  EXPECT_EQ(plan_at_report_heights([](int64_t m) { return plan_onednn_matmul(true, m); }), "f32_small_batch x4 onednn");
+}
+
+// Every row of every level this CPU runs: its type is loadable, its family matches the block
+// size, only AVX-512 levels claim integer or packed kernels, and its decoder gives the scalar
+// reference decoder's floats bit for bit on random blocks.
+TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
+  std::mt19937 rng(7);
+  int rows_seen = 0;
+  for (KernelLevel level : supported_levels()) {
+    const KernelTable& k = kernel_table(level);
+    for (uint32_t id = 0; id < 40; ++id) {
+      const MatmulTypeRow* row = k.matmul_type_row(id);
+      const TensorTypeTraits* traits = find_tensor_type(id);
+      if (!row) continue;
+      ++rows_seen;
+      SCOPED_TRACE(std::string(level_name(level)) + " " + tensor_type_label(id));
+      ASSERT_TRUE(traits && traits->to_float);
+      EXPECT_EQ(static_cast<uint32_t>(row->type), id);
+      const MatmulFamily family = traits->block_size == 1     ? MatmulFamily::kFloat
+                                  : traits->block_size == 256 ? MatmulFamily::kBlockK
+                                                              : MatmulFamily::kBlock32;
+      EXPECT_EQ(row->family, family);
+      if (level != KernelLevel::kAvx512) {
+        EXPECT_FALSE(row->int8 || row->packs || row->f16_rows);
+      }
+      const int64_t n = 1024;
+      std::vector<uint8_t> bytes(static_cast<size_t>(tensor_bytes(row->type, n)));
+      if (traits->from_float) {  // well-formed blocks (finite scales) from random values
+        std::vector<float> src(n);
+        std::normal_distribution<float> N(0.0f, 1.0f);
+        for (float& v : src) v = N(rng);
+        traits->from_float(src.data(), bytes.data(), n);
+      } else {
+        for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+      }
+      std::vector<float> want(n), got(n);
+      traits->to_float(bytes.data(), want.data(), n);
+      row->decode(bytes.data(), got.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        if (!(std::isnan(want[i]) && std::isnan(got[i]))) {
+          ASSERT_EQ(want[i], got[i]) << "value " << i;
+        }
+    }
+  }
+  EXPECT_GE(rows_seen, 14);
+}
+
+}  // namespace
+}  // namespace kvserve

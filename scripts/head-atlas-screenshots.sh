@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's head atlas screenshots: kvserve-cli inspect --html --importance at 13 and 256 tokens
+# docs/inspection.md's head atlas screenshots: kvserve-cli inspect --html --importance at 13 and 256 tokens
 # on stories260K and on the ~110M synthetic shape (Q8_0), each page checked as the browser test
 # checks it (tests/head_atlas_check.mjs) and photographed hovered in a 1,400 x 1,500 window.
 # Writes docs/images/head-atlas-*.png; the 256-token ~110M page takes a few minutes (144 ablations).

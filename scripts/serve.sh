@@ -18,7 +18,7 @@ export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/kvserve-ccache}"
 # Paths relative to the checkout, so a fresh clone elsewhere still hits the cache.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-# The server, its client, and what the README's tools and Python example use.
+# The server, its client, and what docs/operations.md's tools and docs/api.md's Python example use.
 targets=(kvserve kvserve-cli kvserve-mkmodel kvserve-generate kvserve-tokenize kvserve-quantize)
 cmake --build "$build" --target help | grep -q kvserve_python_stubs && targets+=(kvserve_python_stubs)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's promise, run as a person would: kvserve-generate prints exactly the public
+# The documentation's promise (docs/operations.md, docs/api.md), run as a person would: kvserve-generate prints exactly the public
 # reference continuation; kvserve-tokenize prints the ids; and against a running server,
 # kvserve-cli health/generate/info/head-importance work.
 # Usage: cli_generate_test.sh BIN_DIR SHARED_MODELS_DIR REQUIRE_SHARED(0|1)
@@ -41,13 +41,13 @@ grep -q "^kvserve-cli: unknown command 'genrate' (commands: generate, " "$out/un
   || grep -q "localhost:50051" "$out/noport.txt" || { cat "$out/noport.txt"; exit 1; }
 "$bin/clients/kvserve-cli" --addr "$addr" info | grep -q "KV bytes per token: 2 x 5 layers x 4 KV heads x 8 head dim x 4 bytes = 1280"
 grep -q "Maximum concurrency for 2048 tokens per request" "$out/server.log"
-# The README's other client commands: sampling flags, stats, tokenize.
+# docs/api.md's other client commands: sampling flags, stats, tokenize.
 "$bin/clients/kvserve-cli" --addr "$addr" generate "Once upon a time" --max-tokens 64 --temperature 0.8 --top-p 0.95 \
   --seed 7 --stop "." > "$out/sampled.txt"
 [ -s "$out/sampled.txt" ] && ! grep -q '\.' "$out/sampled.txt" || { echo "stop string leaked: $(cat "$out/sampled.txt")"; exit 1; }
 "$bin/clients/kvserve-cli" --addr "$addr" stats | grep -q "^running 0, waiting 0"
 [ "$("$bin/clients/kvserve-cli" --addr "$addr" tokenize "Hello world" | wc -w)" -ge 2 ]
-# head-importance, as the README shows it: 40 heads ranked, the top ones printed, a prunable set.
+# head-importance, as docs/inspection.md shows it: 40 heads ranked, the top ones printed, a prunable set.
 "$bin/clients/kvserve-cli" --addr "$addr" head-importance --text "$models/stories260K.expected.txt" --top 5 \
   > "$out/importance.txt"
 grep -q "^200 tokens scored, baseline mean log-likelihood -0.47" "$out/importance.txt"
@@ -108,7 +108,7 @@ grep -qx aborted "$out/abort.txt" || { cat "$out/abort.txt"; exit 1; }
 ! wait "$gen_pid"
 grep -q "CANCELLED" "$out/aborted.txt" || { cat "$out/aborted.txt"; exit 1; }
 [ "$("${cli[@]}" abort walk-abort 2>&1)" = "not found (no running Generate has that id for this token)" ]
-# The README's inspect figures, from its command: on stories260K.expected.txt three heads are
+# docs/inspection.md's inspect figures, from its command: on stories260K.expected.txt three heads are
 # previous-token (1/3, 1/6, 3/6), eleven local, the rest mixed.
 "${cli[@]}" inspect "$(cat "$models/stories260K.expected.txt")" > "$out/inspect.txt"
 head -1 "$out/inspect.txt" | grep -q "^201 tokens, 5 layers x 8 heads" || { head -3 "$out/inspect.txt"; exit 1; }
@@ -121,7 +121,7 @@ printf 'Hello\nTell me a story\n' | "${cli[@]}" chat --http "127.0.0.1:$(cat "$o
 [ "$(wc -l < "$out/chat.txt")" = 2 ] && [ -n "$(head -1 "$out/chat.txt")" ] || { cat "$out/chat.txt"; exit 1; }
 grep -q "request .* done (http /v1/chat/completions): prompt [0-9]* tokens, output 8 tokens" "$out/server.log" \
   || { tail -5 "$out/server.log"; exit 1; }
-# The README's Python example, exactly as written there (with this server's address).
+# docs/api.md's Python example, exactly as written there (with this server's address).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 text=$(/usr/bin/python3 "$root/clients/python/generate.py" --addr "$addr" --stubs "$bin/python" --max-tokens 8 \
   --temperature 0 "Once upon a time" 2> "$out/py.txt")

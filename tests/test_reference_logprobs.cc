@@ -58,7 +58,7 @@ TEST(F32Files, AgreeWithLlamaCpp) {
 // packed panels (lp[1]), each model's hparams in hp; false if this CPU packs no `probe` panels.
 bool by_layout(const GgufFile& f, const std::vector<int32_t>& tokens, int64_t prefill, TensorType probe,
                std::vector<double> (&lp)[2], ModelHparams (&hp)[2]) {
-  if (!kernel_table(best_supported_level()).panels_apply(static_cast<uint32_t>(probe), 256, 16)) return false;
+  if (!plan_packs(kernel_table(best_supported_level()), static_cast<uint32_t>(probe), 256, 16)) return false;
   for (bool repack : {false, true}) {
     ModelLoadOptions opt;
     opt.weights.repack = repack;
@@ -129,7 +129,7 @@ TEST(PackedPanels, F16ModelSameAsTheRowLayout) {
 // A q8_0 KV cache (34/32 bytes a value) against an f16 one on stories260K, in prefill chunks and
 // one token a step: each token's log-probability within 0.02 nats on average, on the reference
 // text and on a text of our own. The cache rounds K less the model's anchor (BOS's K at position
-// 0): without it, 0.037 and 0.043 (README, "What the KV cache costs").
+// 0): without it, 0.037 and 0.043 (docs/kv_cache.md).
 TEST(KvCacheTypes, Q8CloseToF16) {
   KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model("stories260K.gguf"));
   GgufFile f(testing::shared_model("stories260K.gguf"));

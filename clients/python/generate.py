@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Streams a continuation from a kvserve server with Python's grpcio: the README's Python example.
+"""Streams a continuation from a kvserve server with Python's grpcio: docs/api.md's Python example.
 
 Needs Debian's python3-grpcio and python3-protobuf (scripts/deps.sh --test installs them; run it
 with /usr/bin/python3, whose packages those are) and the stubs the build generates in

@@ -13,7 +13,7 @@
 namespace kvserve {
 
 // Rows up to which the model uses this kernel; oneDNN takes larger batches (prompts): at 64
-// rows it is still faster than oneDNN on the 110M shape's matrices (README).
+// rows it is still faster than oneDNN on the 110M shape's matrices (docs/performance.md).
 constexpr int64_t kSmallBatchRows = 64;
 
 }  // namespace kvserve

@@ -10,7 +10,7 @@ grpc::Status InferenceService::authorize(const grpc::CallbackServerContext* ctx,
   std::optional<std::string_view> header;
   const auto& md = ctx->client_metadata();
   if (auto it = md.find("authorization"); it != md.end()) header = std::string_view(it->second.data(), it->second.size());
-  std::optional<std::string> who = auth_.tenant(header);
+  std::optional<std::string> who = state_.auth().tenant(header);
   if (!who) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(BearerAuth::kUnauthenticatedMessage));
   if (tenant) *tenant = std::move(*who);
   return grpc::Status::OK;
@@ -48,7 +48,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
                                                      v1::TokenizeResponse* response) {
   KVSERVE_AUTHORIZE_UNARY(ctx)
   auto* reactor = ctx->DefaultReactor();
-  const Tokenizer& tok = engine_.tokenizer();
+  const Tokenizer& tok = state_.engine().tokenizer();
   if (!utf8_is_valid(request->text())) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: not valid UTF-8"));
     return reactor;
@@ -65,7 +65,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
                                                          const v1::GetModelInfoRequest*,
                                                          v1::GetModelInfoResponse* response) {
   KVSERVE_AUTHORIZE_UNARY(ctx)
-  to_proto(engine_.model_info(), engine_.options(), response);
+  to_proto(state_.engine().model_info(), state_.engine().options(), response);
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -74,7 +74,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext* ctx, const v1::GetStatsRequest*,
                                                      v1::GetStatsResponse* response) {
   KVSERVE_AUTHORIZE_UNARY(ctx)
-  to_proto(engine_.stats(), response);
+  to_proto(state_.engine().stats(), response);
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -89,41 +89,9 @@ grpc::ServerUnaryReactor* InferenceService::Abort(grpc::CallbackServerContext* c
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, err));
     return reactor;
   }
-  // Another tenant's request is, to this caller, one that does not exist.
-  const std::optional<uint64_t> engine_id = request_ids_.find(tenant, request->request_id());
-  if (engine_id && *engine_id) engine_.cancel(*engine_id);
-  response->set_found(engine_id && *engine_id);
+  response->set_found(state_.abort(tenant, request->request_id()));
   reactor->Finish(grpc::Status::OK);
   return reactor;
-}
-
-}  // namespace kvserve
-
-namespace kvserve {
-
-bool InferenceService::begin_inspection() {
-  int32_t n = inspect_calls_.load();
-  while (n < max_inspect_calls_)
-    if (inspect_calls_.compare_exchange_weak(n, n + 1)) return true;
-  return false;
-}
-
-void InferenceService::stream_started() {
-  std::lock_guard<std::mutex> lock(streams_mu_);
-  ++live_streams_;
-}
-
-void InferenceService::stream_done() {
-  {
-    std::lock_guard<std::mutex> lock(streams_mu_);
-    --live_streams_;
-  }
-  streams_cv_.notify_all();
-}
-
-bool InferenceService::wait_streams_done(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(streams_mu_);
-  return streams_cv_.wait_for(lock, timeout, [&] { return live_streams_ == 0; });
 }
 
 }  // namespace kvserve

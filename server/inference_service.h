@@ -3,29 +3,17 @@
 // at once from the engine.
 #pragma once
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <string>
-#include <vector>
 
-#include "core/bearer_auth.h"
-#include "core/request_ids.h"
-#include "runtime/engine.h"
+#include "core/service_state.h"
 #include "kvserve.grpc.pb.h"
-#include "core/metrics.h"
 
 namespace kvserve {
 
 class InferenceService final : public v1::Inference::CallbackService {
  public:
-  // auth: the accepted bearer tokens (none = no authentication).
-  // inspect_max_tokens: longest prompt the inspection RPCs take.
-  // max_inspect_calls: inspection calls running at once.
-  InferenceService(Engine& engine, BearerAuth auth, int32_t inspect_max_tokens, int32_t max_inspect_calls = 4)
-      : engine_(engine), auth_(std::move(auth)), inspect_max_tokens_(inspect_max_tokens),
-        max_inspect_calls_(max_inspect_calls) {}
+  // state: what both front ends share (server/core/service_state.h); it outlives the service.
+  explicit InferenceService(ServiceState& state) : state_(state) {}
 
   // OK with the caller's tenant in *tenant, or UNAUTHENTICATED when tokens are configured and
   // the call carries none of them.
@@ -46,40 +34,23 @@ class InferenceService final : public v1::Inference::CallbackService {
                                              v1::InspectAttentionResponse* response) override;
   grpc::ServerUnaryReactor* HeadImportance(grpc::CallbackServerContext* ctx, const v1::HeadImportanceRequest* request,
                                            v1::HeadImportanceResponse* response) override;
-  int32_t inspect_max_tokens() const { return inspect_max_tokens_; }
-  // A slot for one inspection call (false: server.max_inspect_calls are running); end_inspection
-  // gives it back.
-  bool begin_inspection();
-  void end_inspection() { --inspect_calls_; }
-  int32_t max_inspect_calls() const { return max_inspect_calls_; }
 
-  // From now on, cancelled streams end with UNAVAILABLE ("shutting down").
-  void begin_shutdown() { shutting_down_ = true; }
-  bool shutting_down() const { return shutting_down_; }
-
-  Engine& engine() { return engine_; }
-  const BearerAuth& auth() const { return auth_; }
-  ServerMetrics& metrics() { return metrics_; }
-  // Request ids of live streams by tenant, for Abort.
-  RequestRegistry& request_ids() { return request_ids_; }
-
-  // Live Generate streams, so shutdown can wait for the last final message to be written.
-  void stream_started();
-  void stream_done();
-  bool wait_streams_done(std::chrono::milliseconds timeout);
+  // The shared state, under the names the reactors use.
+  ServiceState& state() { return state_; }
+  Engine& engine() { return state_.engine(); }
+  const BearerAuth& auth() const { return state_.auth(); }
+  ServerMetrics& metrics() { return state_.metrics(); }
+  RequestRegistry& request_ids() { return state_.request_ids(); }
+  int32_t inspect_max_tokens() const { return state_.inspect_max_tokens(); }
+  int32_t max_inspect_calls() const { return state_.max_inspect_calls(); }
+  bool begin_inspection() { return state_.begin_inspection(); }
+  void end_inspection() { state_.end_inspection(); }
+  bool shutting_down() const { return state_.shutting_down(); }
+  void stream_started() { state_.stream_started(); }
+  void stream_done() { state_.stream_done(); }
 
  private:
-  Engine& engine_;
-  BearerAuth auth_;
-  int32_t inspect_max_tokens_;
-  int32_t max_inspect_calls_;
-  std::atomic<int32_t> inspect_calls_ = 0;
-  ServerMetrics metrics_;
-  std::atomic<bool> shutting_down_ = false;
-  RequestRegistry request_ids_;
-  std::mutex streams_mu_;
-  std::condition_variable streams_cv_;
-  int64_t live_streams_ = 0;
+  ServiceState& state_;
 };
 
 }  // namespace kvserve

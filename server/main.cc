@@ -237,15 +237,16 @@ int main(int argc, char** argv) {
   }
   spdlog::info("TLS {}, bearer-token authentication {}", cfg.server.tls_cert_file.empty() ? "off" : "on",
                tokens.empty() ? "off" : "on (" + std::to_string(tokens.size()) + " tokens)");
-  kvserve::InferenceService service(*engine, kvserve::BearerAuth(std::move(tokens)), cfg.server.inspect_max_tokens,
-                                    cfg.server.max_inspect_calls);
+  kvserve::ServiceState state(*engine, kvserve::BearerAuth(std::move(tokens)), cfg.server.inspect_max_tokens,
+                              cfg.server.max_inspect_calls);
+  kvserve::InferenceService service(state);
   grpc::EnableDefaultHealthCheckService(true);
-  const bool reflection = cfg.server.reflection == "on" || (cfg.server.reflection == "auto" && !service.auth().enabled());
+  const bool reflection = cfg.server.reflection == "on" || (cfg.server.reflection == "auto" && !state.auth().enabled());
   if (reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   spdlog::info("gRPC server reflection {}{}", reflection ? "on" : "off",
-               cfg.server.reflection == "auto" && service.auth().enabled()
+               cfg.server.reflection == "auto" && state.auth().enabled()
                    ? " (bearer tokens are configured and reflection cannot check them; server.reflection=\"on\" opens it)"
-                   : service.auth().enabled() && reflection ? " WITHOUT a token check (server.reflection=\"on\")" : "");
+                   : state.auth().enabled() && reflection ? " WITHOUT a token check (server.reflection=\"on\")" : "");
   grpc::ServerBuilder builder;
   if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would then share the
@@ -276,11 +277,11 @@ int main(int argc, char** argv) {
     const std::string& ml = cfg.server.metrics_listen;
     const size_t colon = ml.rfind(':');
     try {
-      metrics = std::make_unique<kvserve::MetricsServer>(*engine, service.metrics(),
-                                                         cfg.server.metrics_auth ? &service.auth() : nullptr);
+      metrics = std::make_unique<kvserve::MetricsServer>(*engine, state.metrics(),
+                                                         cfg.server.metrics_auth ? &state.auth() : nullptr);
       const int mport = metrics->start(ml.substr(0, colon), std::stoi(ml.substr(colon + 1)));
       spdlog::info("Prometheus metrics on http://{}:{}/metrics{}", ml.substr(0, colon), mport,
-                   cfg.server.metrics_auth && service.auth().enabled() ? " (bearer token required)" : "");
+                   cfg.server.metrics_auth && state.auth().enabled() ? " (bearer token required)" : "");
       if (!cfg.server.port_file.empty()) std::ofstream(cfg.server.port_file + ".metrics") << mport << "\n";
     } catch (const std::exception& e) {
       spdlog::error("server.metrics_listen: cannot listen on {}: {}", ml, e.what());
@@ -311,11 +312,11 @@ int main(int argc, char** argv) {
     ho.model_ids.push_back(std::filesystem::path(cfg.engine.model.path).stem().string());
     if (!engine->model_info().name.empty()) ho.model_ids.push_back(engine->model_info().name);
     try {
-      http = std::make_unique<kvserve::HttpServer>(*engine, service.auth(), service.metrics(), ho);
+      http = std::make_unique<kvserve::HttpServer>(state, ho);
       const int hport = http->start(hl.substr(0, colon), std::stoi(hl.substr(colon + 1)));
       spdlog::info("OpenAI-compatible HTTP API on {}://{}:{}/v1 (model \"{}\"){}", tls_cert.empty() ? "http" : "https",
                    hl.substr(0, colon), hport,
-                   ho.model_ids.front(), service.auth().enabled() ? ", bearer token required" : "");
+                   ho.model_ids.front(), state.auth().enabled() ? ", bearer token required" : "");
       spdlog::info("HTTP limits: headers within {} ms, body within {} ms, {} s without progress, {} connections per "
                    "client address, {} body workers",
                    cfg.server.http_header_timeout_ms, cfg.server.http_body_timeout_ms, cfg.server.http_idle_timeout_s,
@@ -334,12 +335,11 @@ int main(int argc, char** argv) {
                cfg.server.shutdown_grace_ms);
   server->GetHealthCheckService()->SetServingStatus(false);
   server->GetHealthCheckService()->SetServingStatus(kvserve::v1::Inference::service_full_name(), false);
-  service.begin_shutdown();
-  if (http) http->begin_shutdown();
+  state.begin_shutdown();  // both front ends: new work refused, /health 503
   engine->shutdown(kvserve::Engine::Shutdown::kDrain, std::chrono::milliseconds(cfg.server.shutdown_grace_ms));
   // Every stream has its final event now; give the last writes a moment to reach the clients.
   // (Shutdown's own deadline would also wait for idle client connections to go away.)
-  service.wait_streams_done(std::chrono::seconds(5));
+  state.wait_streams_done(std::chrono::seconds(5));
   server->Shutdown(std::chrono::system_clock::now());
   if (http) http->stop();
   const kvserve::EngineStats s = engine->stats();

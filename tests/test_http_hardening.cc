@@ -407,3 +407,56 @@ TEST_F(HttpHardening, ModelsByIdAnswerAsOpenAIDoes) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+// A client's X-Request-Id names its generation in the registry both front ends share: POST
+// /abort with it ends the generation (a whole reply then comes back at once, with far fewer
+// tokens than asked), a second live request under the same id is refused, and an id that is
+// not live, or malformed, is answered as the gRPC Abort answers it.
+TEST(HttpAbort, ClientRequestIdsAreLiveAndAbortable) {
+  testing::ServerProcess server(with_http({"--model", slow_model(), "--set", "cache.num_blocks=512"}));
+  ASSERT_TRUE(server.started()) << server.log();
+  const int port = http_port_of(server);
+  ASSERT_GT(port, 0);
+  const std::string body = json{{"model", "kvserve-http-hardening-slow"}, {"prompt", "a b c"}, {"max_tokens", 3000},
+                                {"ignore_eos", true}}.dump();
+  const int fd = testing::connect_from(port);
+  ASSERT_TRUE(testing::send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                    "X-Request-Id: job-17\r\nContent-Length: " + std::to_string(body.size()) +
+                                    "\r\nConnection: close\r\n\r\n" + body));
+  std::this_thread::sleep_for(500ms);
+  const RawReply dup = http_call(port, "POST", "/v1/completions", body, "X-Request-Id: job-17\r\n");
+  EXPECT_EQ(dup.status, 409) << dup.body;
+  EXPECT_NE(dup.body.find("x-request-id"), std::string::npos) << dup.body;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const RawReply found = http_call(port, "POST", "/abort", R"({"request_id":"job-17"})");
+  EXPECT_EQ(found.status, 200) << found.body;
+  EXPECT_EQ(json::parse(found.body, nullptr, false).value("found", false), true) << found.body;
+  const RawReply whole = testing::parse_reply(testing::read_until_close(fd, 10s));
+  close(fd);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  const json reply = json::parse(whole.body, nullptr, false);
+  ASSERT_TRUE(reply.is_object()) << whole.status << " " << whole.body;
+  if (whole.status == 200) {
+    EXPECT_EQ(reply["id"], "cmpl-job-17");
+    EXPECT_LT(reply["usage"]["completion_tokens"].get<int>(), 3000);
+  }
+  EXPECT_EQ(metric(port, "kvserve:request_success_total{finished_reason=\"cancelled\"}"), 1) << server.log();
+
+  // Ended: the id is free again and no longer found.
+  const RawReply again = http_call(port, "POST", "/abort", R"({"request_id":"job-17"})");
+  EXPECT_EQ(json::parse(again.body, nullptr, false).value("found", true), false) << again.body;
+  const RawReply bad = http_call(port, "POST", "/abort", R"({"request_id":""})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("request_id"), std::string::npos) << bad.body;
+  const RawReply missing = http_call(port, "POST", "/abort", R"({})");
+  EXPECT_EQ(missing.status, 400);
+  const RawReply bad_header = http_call(port, "POST", "/v1/completions", body, "X-Request-Id: \x01\r\n");
+  EXPECT_EQ(bad_header.status, 400) << bad_header.body;
+}
+
+}  // namespace
+}  // namespace kvserve

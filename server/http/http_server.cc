@@ -31,10 +31,9 @@ using Clock = std::chrono::steady_clock;
 // connection is parked (suspended) while there is nothing to send, and each event resumes it.
 class CompletionStream final : public ResultSink {
  public:
-  CompletionStream(CompletionWriter writer, bool stream, bool include_usage, ServerMetrics& metrics,
-                   const std::atomic<bool>& draining)
-      : writer_(std::move(writer)), stream_(stream), include_usage_(include_usage), stream_metrics_(metrics),
-        draining_(draining) {}
+  CompletionStream(CompletionWriter writer, bool stream, bool include_usage, ServiceState& state)
+      : writer_(std::move(writer)), stream_(stream), include_usage_(include_usage), stream_metrics_(state.metrics()),
+        state_(state) {}
 
   // What cannot be written ends the reply with an error, and is rethrown so that the engine ends
   // the generation too (its sink guard); later events of that request are ignored.
@@ -48,7 +47,7 @@ class CompletionStream final : public ResultSink {
         stream_metrics_.observe(event);
         if (event.completion) {
           completion_ = *event.completion;
-          status_ = completion_status(*event.completion, draining_);
+          status_ = completion_status(*event.completion, state_.shutting_down());
         }
         if (stream_)
           pending_ += writer_.stream_event(event, include_usage_, status_);
@@ -126,7 +125,7 @@ class CompletionStream final : public ResultSink {
   CompletionWriter writer_;
   bool stream_, include_usage_;
   StreamMetrics stream_metrics_;
-  const std::atomic<bool>& draining_;
+  const ServiceState& state_;
   std::string pending_;
   bool done_ = false, suspended_ = false, failed_ = false;
   std::optional<Completion> completion_;
@@ -149,6 +148,7 @@ struct HttpServer::Call {
   // A running completion.
   std::shared_ptr<CompletionStream> stream;
   std::string request_id;
+  bool registered = false;  // request_id is in the service's registry (for /abort and gRPC Abort)
   uint64_t engine_id = 0;
   bool streaming = false;
 };
@@ -245,8 +245,8 @@ bool quiet_route(const std::string& url) { return url == "/health" || url == "/m
 
 }  // namespace
 
-HttpServer::HttpServer(Engine& engine, const BearerAuth& auth, ServerMetrics& metrics, HttpOptions options)
-    : engine_(engine), auth_(auth), metrics_(metrics), options_(std::move(options)), watch_(options_.limits),
+HttpServer::HttpServer(ServiceState& state, HttpOptions options)
+    : state_(state), engine_(state.engine()), options_(std::move(options)), watch_(options_.limits),
       workers_(options_.workers) {}
 
 HttpServer::~HttpServer() { stop(); }
@@ -294,6 +294,8 @@ void HttpServer::stop() {
 }
 
 void HttpServer::finished(Call& call) {
+  if (call.registered) state_.request_ids().remove(call.tenant, call.request_id);
+  call.registered = false;
   if (!call.stream) return;
   call.stream->detach();
   // The client went away before the end: the request stops at the next step, its blocks freed.
@@ -339,7 +341,7 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
       call.working = false;
     }
     if (!out.completion) return reply_logged(c, call, out.status, out.body);
-    if (draining_) return refuse(c, call, {ServiceCode::kUnavailable, "the server is shutting down"});
+    if (state_.shutting_down()) return refuse(c, call, {ServiceCode::kUnavailable, "the server is shutting down"});
     return start_completion(c, call, std::move(*out.completion), out.chat);
   }
   if (call.too_big || static_cast<int64_t>(call.body.size()) > options_.max_body_bytes)
@@ -349,19 +351,19 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
   const char* authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
   std::optional<std::string_view> header;
   if (authorization) header = std::string_view(authorization);
-  const std::optional<std::string> tenant = auth_.tenant(header);
+  const std::optional<std::string> tenant = state_.auth().tenant(header);
   if (tenant) call.tenant = *tenant;
   const std::string& url = call.url;
   const bool get = call.method == "GET" || call.method == "HEAD", post = call.method == "POST";
 
   if (url == "/health") {
     if (!get) return reply(c, 405, "text/plain", "method not allowed: use GET\n") == MHD_YES;
-    return (draining_ ? reply(c, 503, "text/plain", "draining\n") : reply(c, 200, "text/plain", "ok\n")) == MHD_YES;
+    return (state_.shutting_down() ? reply(c, 503, "text/plain", "draining\n") : reply(c, 200, "text/plain", "ok\n")) == MHD_YES;
   }
   if (url == "/metrics") {
     if (options_.metrics_auth && !tenant)
       return reply_error(c, {ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)}) == MHD_YES;
-    return reply(c, 200, "text/plain; version=0.0.4", metrics_.render(engine_.stats())) == MHD_YES;
+    return reply(c, 200, "text/plain; version=0.0.4", state_.metrics().render(engine_.stats())) == MHD_YES;
   }
   if (!tenant)
     return refuse(c, call, {ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)});
@@ -380,7 +382,7 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     return refuse(c, call, {ServiceCode::kNotFound, "url: no such endpoint: " + log_escape(url)});
   if (!post) return reply(c, 405, "text/plain", "method not allowed: use POST\n") == MHD_YES;
   const bool completion = url == "/v1/completions" || url == "/v1/chat/completions";
-  if (completion && draining_)
+  if (completion && state_.shutting_down())
     return refuse(c, call, {ServiceCode::kUnavailable, "the server is shutting down"});
   // Parsing, validating and tokenizing run on a worker: a megabyte prompt must not stall the
   // connection thread that every other client shares.
@@ -388,8 +390,10 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
   MHD_suspend_connection(c);
   workers_.post([this, &call, c] {
     const ModelInfo& m = engine_.model_info();
-    RouteOutcome out = answer_post(call.url, call.body, {engine_.tokenizer(), engine_.chat_template(), options_.model_ids,
-                                                         m.max_model_len, m.max_request_tokens});
+    RouteContext ctx{engine_.tokenizer(), engine_.chat_template(), options_.model_ids, m.max_model_len,
+                     m.max_request_tokens};
+    ctx.abort = [this, &call](const std::string& id) { return state_.abort(call.tenant, id); };
+    RouteOutcome out = answer_post(call.url, call.body, ctx);
     {
       std::lock_guard lock(call.mu);
       call.outcome = std::move(out);
@@ -403,17 +407,31 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
 }
 
 bool HttpServer::start_completion(MHD_Connection* c, Call& call, CompletionCall cc, bool chat) {
-  std::string id = random_request_id();
+  // The client's X-Request-Id (as vLLM takes it), else one nobody can guess; either is live in
+  // the registry until the reply ends, so POST /abort or gRPC Abort can end it.
+  std::string id;
+  const char* given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+  if (given) {
+    id = given;
+    if (std::string err = check_request_id(id, "x-request-id"); !err.empty())
+      return refuse(c, call, {ServiceCode::kInvalidArgument, err});
+  } else {
+    id = random_request_id();
+  }
   const std::string& tenant = call.tenant;
+  if (!state_.request_ids().add(tenant, id))
+    return refuse(c, call, {ServiceCode::kAlreadyExists, "x-request-id: a request with this id is already running"});
+  call.request_id = id;
+  call.registered = true;
   cc.request.client_id = (tenant.empty() ? "" : tenant + "/") + id;
   // Tenants never share prefix-cache blocks (the request's own cache_salt partitions further).
   if (!tenant.empty()) cc.request.cache_salt = tenant + '\x1f' + cc.request.cache_salt;
   const int64_t created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto stream = std::make_shared<CompletionStream>(
-      CompletionWriter((chat ? "chatcmpl-" : "cmpl-") + id.substr(4), options_.model_ids.front(), created,
-                       engine_.tokenizer(), cc.logprobs, chat),
-      cc.stream, cc.include_usage, metrics_, draining_);
+      CompletionWriter((chat ? "chatcmpl-" : "cmpl-") + (given ? id : id.substr(4)), options_.model_ids.front(),
+                       created, engine_.tokenizer(), cc.logprobs, chat),
+      cc.stream, cc.include_usage, state_);
   stream->attach(c);
   const SubmitResult r = engine_.submit(std::move(cc.request), stream);
   if (!r.ok()) {
@@ -421,8 +439,8 @@ bool HttpServer::start_completion(MHD_Connection* c, Call& call, CompletionCall 
     s.message = openai_field_message(s.message);
     return refuse(c, call, s);
   }
+  state_.request_ids().set_engine_id(tenant, id, r.id);
   call.stream = stream;
-  call.request_id = id;
   call.engine_id = r.id;
   call.streaming = cc.stream;
   if (!cc.stream) {

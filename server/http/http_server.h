@@ -3,8 +3,9 @@
 // engine's events resume it, so 256 concurrent streams need no thread each. Routes:
 // POST /v1/completions (streamed as Server-Sent Events or not), GET /v1/models, GET /health,
 // POST /v1/chat/completions (the model's chat template; chat.completion shapes), POST
-// /tokenize, /detokenize and /apply-template, GET /metrics. Auth, ids, status mapping and
-// metrics come from the service core shared with gRPC.
+// /tokenize, /detokenize, /apply-template and /abort, GET /metrics. Auth, request ids (a
+// client's X-Request-Id, abortable through either front end), draining, status mapping and
+// metrics come from the service state shared with gRPC (server/core/service_state.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,8 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/bearer_auth.h"
-#include "core/metrics.h"
+#include "core/service_state.h"
 #include "http/connection_watch.h"
 #include "http/openai_api.h"
 #include "http/work_pool.h"
@@ -41,13 +41,12 @@ class HttpServer {
  public:
   static constexpr unsigned kMaxConnections = 1024;
 
-  HttpServer(Engine& engine, const BearerAuth& auth, ServerMetrics& metrics, HttpOptions options);
+  // state: what the front ends share (auth, metrics, request ids, draining); it outlives this.
+  HttpServer(ServiceState& state, HttpOptions options);
   ~HttpServer();
   // Binds exclusively (a port in use is an error) and returns the bound port; throws
   // std::runtime_error naming the address when it cannot.
   int start(const std::string& host, int port);
-  // From now on /health answers 503 and new generation requests 503 (draining).
-  void begin_shutdown() { draining_ = true; }
   void stop();
 
   struct Call;  // one HTTP request's state (http_server.cc)
@@ -64,11 +63,9 @@ class HttpServer {
   bool reply_logged(MHD_Connection* c, Call& call, unsigned status, const std::string& body);
   bool refuse(MHD_Connection* c, Call& call, const ServiceStatus& s);  // OpenAI's error object, logged
 
+  ServiceState& state_;
   Engine& engine_;
-  const BearerAuth& auth_;
-  ServerMetrics& metrics_;
   HttpOptions options_;
-  std::atomic<bool> draining_{false};
   ConnectionWatch watch_;
   WorkPool workers_;
   MHD_Daemon* daemon_ = nullptr;

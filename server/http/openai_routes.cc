@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "core/json_body.h"
+#include "core/request_ids.h"
 #include "core/request_input.h"
 
 namespace kvserve {
@@ -56,6 +57,17 @@ RouteOutcome templated(const json& body, const RouteContext& ctx) {
   return ok({{"prompt", valid_utf8(prompt)}});
 }
 
+// {"request_id": "..."} -> {"found": bool}, as the gRPC Abort answers.
+RouteOutcome abort_request(const json& body, const RouteContext& ctx) {
+  if (!body.is_object()) return error_outcome({ServiceCode::kInvalidArgument, "body: must be a JSON object"});
+  const auto it = body.find("request_id");
+  if (it == body.end() || !it->is_string())
+    return error_outcome({ServiceCode::kInvalidArgument, "request_id: required, a string"});
+  const std::string id = it->get<std::string>();
+  if (std::string err = check_request_id(id); !err.empty()) return error_outcome({ServiceCode::kInvalidArgument, err});
+  return ok({{"found", ctx.abort ? ctx.abort(id) : false}});
+}
+
 RouteOutcome completion(const json& body, const RouteContext& ctx, bool chat) {
   RouteOutcome out;
   out.chat = chat;
@@ -72,7 +84,7 @@ RouteOutcome completion(const json& body, const RouteContext& ctx, bool chat) {
 
 bool is_post_route(std::string_view url) {
   return url == "/v1/completions" || url == "/v1/chat/completions" || url == "/tokenize" || url == "/detokenize" ||
-         url == "/apply-template";
+         url == "/apply-template" || url == "/abort";
 }
 
 RouteOutcome error_outcome(const ServiceStatus& s) {
@@ -86,6 +98,7 @@ RouteOutcome answer_post(std::string_view url, std::string_view text, const Rout
     if (url == "/tokenize") return tokenize(body, ctx);
     if (url == "/detokenize") return detokenize(body, ctx);
     if (url == "/apply-template") return templated(body, ctx);
+    if (url == "/abort") return abort_request(body, ctx);
     if (url == "/v1/completions") return completion(body, ctx, false);
     if (url == "/v1/chat/completions") return completion(body, ctx, true);
     return error_outcome({ServiceCode::kNotFound, "url: no such endpoint"});

@@ -4,6 +4,7 @@
 // multi-megabyte prompt never holds up the connection thread; the request fuzzer runs it too.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,9 @@ struct RouteContext {
   const std::vector<std::string>& model_ids;  // names "model" may use
   int32_t max_model_len = 0;
   int32_t max_request_tokens = 0;  // what the whole cache holds: a chat without max_tokens is sized to it
+  // POST /abort: cancels the caller's live request of that id, true if there was one (unset:
+  // none is ever found).
+  std::function<bool(const std::string& request_id)> abort = {};
 };
 
 struct RouteOutcome {

@@ -226,13 +226,17 @@ const std::array kRows = {
 };
 #undef KVS_FAST
 
+// Asked twice per product (the weights' plan, then quant_matmul's): indexed by type id, not searched.
+constexpr uint32_t kMaxTypeId = 64;
+const std::array<const MatmulTypeRow*, kMaxTypeId> kById = [] {
+  std::array<const MatmulTypeRow*, kMaxTypeId> by_id{};
+  for (const MatmulTypeRow& r : kRows) by_id[static_cast<uint32_t>(r.type)] = &r;
+  return by_id;
+}();
+
 }  // namespace
 
-const MatmulTypeRow* matmul_type_row(uint32_t type) {
-  for (const MatmulTypeRow& r : kRows)
-    if (static_cast<uint32_t>(r.type) == type) return &r;
-  return nullptr;
-}
+const MatmulTypeRow* matmul_type_row(uint32_t type) { return type < kMaxTypeId ? kById[type] : nullptr; }
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 KVSERVE_KERNEL_TARGET_END

@@ -246,7 +246,7 @@ bool quiet_route(const std::string& url) { return url == "/health" || url == "/m
 }  // namespace
 
 HttpServer::HttpServer(ServiceState& state, HttpOptions options)
-    : state_(state), engine_(state.engine()), options_(std::move(options)), watch_(options_.limits),
+    : state_(state), options_(std::move(options)), watch_(options_.limits),
       workers_(options_.workers) {}
 
 HttpServer::~HttpServer() { stop(); }
@@ -299,7 +299,7 @@ void HttpServer::finished(Call& call) {
   if (!call.stream) return;
   call.stream->detach();
   // The client went away before the end: the request stops at the next step, its blocks freed.
-  if (!call.stream->done()) engine_.cancel(call.engine_id);
+  if (!call.stream->done()) state_.engine().cancel(call.engine_id);
   const std::optional<Completion> c = call.stream->completion();
   const ServiceStatus st = call.stream->status();
   spdlog::info("request {} done (http {}): prompt {} tokens, output {} tokens, ttft {:.3f} s, total {:.3f} s, {} ({})",
@@ -363,14 +363,14 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
   if (url == "/metrics") {
     if (options_.metrics_auth && !tenant)
       return reply_error(c, {ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)}) == MHD_YES;
-    return reply(c, 200, "text/plain; version=0.0.4", state_.metrics().render(engine_.stats())) == MHD_YES;
+    return reply(c, 200, "text/plain; version=0.0.4", state_.metrics().render(state_.engine().stats())) == MHD_YES;
   }
   if (!tenant)
     return refuse(c, call, {ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)});
   if (url == "/v1/models" || url.rfind("/v1/models/", 0) == 0) {
     if (!get) return reply(c, 405, "text/plain", "method not allowed: use GET\n") == MHD_YES;
     const json model = {{"id", options_.model_ids.front()}, {"object", "model"}, {"created", 0},
-                        {"owned_by", "kvserve"}, {"max_model_len", engine_.model_info().max_model_len}};
+                        {"owned_by", "kvserve"}, {"max_model_len", state_.engine().model_info().max_model_len}};
     if (url == "/v1/models") return reply_logged(c, call, 200, json_text({{"object", "list"}, {"data", json::array({model})}}));
     // GET /v1/models/{id}: the model under any name it answers to.
     const std::string id = url.substr(std::string("/v1/models/").size());
@@ -389,8 +389,8 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
   call.working = true;
   MHD_suspend_connection(c);
   workers_.post([this, &call, c] {
-    const ModelInfo& m = engine_.model_info();
-    RouteContext ctx{engine_.tokenizer(), engine_.chat_template(), options_.model_ids, m.max_model_len,
+    const ModelInfo& m = state_.engine().model_info();
+    RouteContext ctx{state_.engine().tokenizer(), state_.engine().chat_template(), options_.model_ids, m.max_model_len,
                      m.max_request_tokens};
     ctx.abort = [this, &call](const std::string& id) { return state_.abort(call.tenant, id); };
     RouteOutcome out = answer_post(call.url, call.body, ctx);
@@ -430,10 +430,10 @@ bool HttpServer::start_completion(MHD_Connection* c, Call& call, CompletionCall 
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto stream = std::make_shared<CompletionStream>(
       CompletionWriter((chat ? "chatcmpl-" : "cmpl-") + (given ? id : id.substr(4)), options_.model_ids.front(),
-                       created, engine_.tokenizer(), cc.logprobs, chat),
+                       created, state_.engine().tokenizer(), cc.logprobs, chat),
       cc.stream, cc.include_usage, state_);
   stream->attach(c);
-  const SubmitResult r = engine_.submit(std::move(cc.request), stream);
+  const SubmitResult r = state_.engine().submit(std::move(cc.request), stream);
   if (!r.ok()) {
     ServiceStatus s = submit_status(r);
     s.message = openai_field_message(s.message);
@@ -445,7 +445,7 @@ bool HttpServer::start_completion(MHD_Connection* c, Call& call, CompletionCall 
   call.streaming = cc.stream;
   if (!cc.stream) {
     // A whole reply waits parked; if its client closes meanwhile, the generation is cancelled.
-    if (call.conn) watch_.watch_reply(call.conn, [engine = &engine_, eid = r.id] { engine->cancel(eid); });
+    if (call.conn) watch_.watch_reply(call.conn, [engine = &state_.engine(), eid = r.id] { engine->cancel(eid); });
     return stream->park_unless_done() || handle(c, call);
   }
   MHD_Response* resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, &read_stream, stream.get(), nullptr);

@@ -64,7 +64,6 @@ class HttpServer {
   bool refuse(MHD_Connection* c, Call& call, const ServiceStatus& s);  // OpenAI's error object, logged
 
   ServiceState& state_;
-  Engine& engine_;
   HttpOptions options_;
   ConnectionWatch watch_;
   WorkPool workers_;

@@ -191,6 +191,8 @@ TEST(ChatTemplate, Constructs) {
             "2");
   EXPECT_EQ(r("{{ d | tojson }}", {{"d", {{"a", {1, "é\n"}}, {"b", nullptr}}}}), "{\"a\": [1, \"é\\n\"], \"b\": null}");
   EXPECT_EQ(r("{{ d | tojson(indent=2) }}", {{"d", {{"a", {1, 2}}}}}), "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
+  // What the fuzzer found: an indent of 2.4e14 spaces per level is refused, not allocated.
+  EXPECT_THROW(r("{{ d | tojson(indent=244444444444444) }}", {{"d", {{"a", {1, 2}}}}}), JinjaError);
   EXPECT_EQ(r("{{ x is string }}{{ d is mapping }}{{ l is iterable }}{{ 3 is odd }}", {{"x", "s"}, {"d", json::object()}, {"l", json::array()}}),
             "TrueTrueTrueTrue");
   EXPECT_EQ(r("{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}"),

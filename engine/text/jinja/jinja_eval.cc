@@ -28,6 +28,8 @@ constexpr int kMaxMacroDepth = 32;
 constexpr size_t kMaxValueBytes = 32 << 20;
 constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
 constexpr size_t kMaxListItems = 1000000;
+// Each nested line of tojson repeats the indent: a huge one is memory, never a layout.
+constexpr int64_t kMaxJsonIndent = 64;
 
 struct LoopSignal {
   enum { kNone, kBreak, kContinue } kind = kNone;
@@ -501,11 +503,12 @@ class Renderer {
     if (f == "items") return v.is(K::kDict) ? items_of(v) : Value::of_list({});
     if (f == "int") return Value::integer(v.is(K::kString) ? std::atoll(v.s.c_str()) : as_int(e, v));
     if (f == "tojson") {
-      int indent = -1;
+      int64_t indent = -1;
       for (const auto& [k, x] : kw)
-        if (k == "indent" && x.is(K::kInt)) indent = static_cast<int>(x.i);
-      if (!a.empty() && a[0].is(K::kInt)) indent = static_cast<int>(a[0].i);
-      return Value::string(v.to_json(indent));
+        if (k == "indent" && x.is(K::kInt)) indent = x.i;
+      if (!a.empty() && a[0].is(K::kInt)) indent = a[0].i;
+      if (indent > kMaxJsonIndent) fail(e, "tojson indent above " + std::to_string(kMaxJsonIndent));
+      return Value::string(v.to_json(static_cast<int>(indent)));
     }
     if (f == "selectattr" || f == "rejectattr") {
       if (a.empty()) fail(e, f + ": an attribute name is required");

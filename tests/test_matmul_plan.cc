@@ -15,11 +15,18 @@
 namespace kvserve {
 namespace {
 
+// Rows as the AVX-512 level has them: every integer kernel, VNNI needed.
 MatmulTypeRow k_row(bool gfni = false) {
-  return {.type = TensorType::kQ4_K, .family = MatmulFamily::kBlockK, .int8 = true, .packs = true, .packs_need_gfni = gfni};
+  return {.type = TensorType::kQ4_K, .family = MatmulFamily::kBlockK, .int8 = true, .int8_gemm = true,
+          .int8_needs_avx512_vnni = true, .packs = true, .packs_need_gfni = gfni};
 }
 MatmulTypeRow q32_row() {
-  return {.type = TensorType::kQ8_0, .family = MatmulFamily::kBlock32, .int8 = true, .packs = true};
+  return {.type = TensorType::kQ8_0, .family = MatmulFamily::kBlock32, .int8 = true, .int8_gemm = true,
+          .int8_needs_avx512_vnni = true, .packs = true};
+}
+// As the AVX2 levels have it: the fused kernel only, on any CPU that runs the level.
+MatmulTypeRow q32_fused_only_row() {
+  return {.type = TensorType::kQ4_0, .family = MatmulFamily::kBlock32, .int8 = true};
 }
 MatmulTypeRow f16_row(bool avx512) {
   return {.type = TensorType::kF16, .family = MatmulFamily::kFloat, .packs = avx512, .f16_rows = avx512};
@@ -42,6 +49,13 @@ TEST(MatmulPlan, IntegerKernelsByHeightAndLayout) {
   EXPECT_EQ(at(q32_row(), kVnni, 3), MatmulPath::kQ32Fused);
   EXPECT_EQ(at(q32_row(), kVnni, 16), MatmulPath::kQ32Gemm);
   EXPECT_EQ(at(q32_row(), kVnni, 16, true), MatmulPath::kQ32Packed);
+  // Without a panel GEMM the fused kernel takes every decode height and prompts take the float
+  // path; it needs no AVX-512 VNNI.
+  for (int64_t m : {1, 4, 5, 64}) EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, m), MatmulPath::kQ32Fused);
+  EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, 65), MatmulPath::kDecodedGemm);
+  EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, 512), MatmulPath::kDecodedGemm);
+  EXPECT_FALSE(plan_packs(q32_fused_only_row(), kNoVnni, 4096, 4096, true));
+  EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, 1, false, 4096, false), MatmulPath::kDecodeL1);
 }
 
 TEST(MatmulPlan, FloatPathWhereTheIntegerKernelsCannotRun) {
@@ -85,7 +99,8 @@ TEST(MatmulPlan, OnednnMatrices) {
 }
 
 // Every row of every level this CPU runs: its type is loadable, its family matches the block
-// size, only AVX-512 levels claim integer or packed kernels, and its decoder gives the scalar
+// size, only AVX-512 levels claim packed, F16-row kernels or a panel GEMM, the AVX2 levels the
+// block types' fused kernels, and its decoder gives the scalar
 // reference decoder's floats bit for bit on random blocks.
 TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
   std::mt19937 rng(7);
@@ -105,7 +120,9 @@ TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
                                                               : MatmulFamily::kBlock32;
       EXPECT_EQ(row->family, family);
       if (level != KernelLevel::kAvx512) {
-        EXPECT_FALSE(row->int8 || row->packs || row->f16_rows);
+        EXPECT_FALSE(row->int8_gemm || row->packs || row->f16_rows);
+        EXPECT_EQ(row->int8, level != KernelLevel::kScalar && family != MatmulFamily::kFloat);
+        EXPECT_FALSE(row->int8_needs_avx512_vnni);
       }
       const int64_t n = 1024;
       std::vector<uint8_t> bytes(static_cast<size_t>(tensor_bytes(row->type, n)));

@@ -12,7 +12,7 @@
 
 #include "codecs/tensor_types.h"
 #include "codecs/convert.h"
-#include "kernels/quant_dot_int8.h"
+#include "kernels/int8/int8_matmul.h"
 #include "weights/quant_matrix.h"
 
 namespace kvserve {
@@ -82,7 +82,7 @@ TEST_P(HeldMatrix, IntegerPathMatchesTheDefinitionOnRoundedActivations) {
   check(std::get<0>(GetParam()), std::get<1>(GetParam()), true);
 }
 
-// Parts of 80 rows packed into panels where the level allows (kernels/quant_dot_int8.h), as
+// Parts of 80 rows packed into panels where the level allows (kernels/int8/int8_matmul.h), as
 // the loader holds them: the same definition on the rounded activations.
 TEST_P(HeldMatrix, PackedPanelsMatchTheDefinitionOnRoundedActivations) {
   check(std::get<0>(GetParam()), std::get<1>(GetParam()), true, true);
@@ -115,9 +115,12 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
   }
   if (packed && packed_parts == 0) GTEST_SKIP() << "no part of this case is held as panels at this level";
   QuantMatrix m(ctx, parts, n_in, int8);
-  // The parts the integer path takes (at every height: prompt sizes too).
-  std::vector<bool> part_int8;
-  for (TensorType t : c.parts) part_int8.push_back(plan_int8(*ctx.kernels, static_cast<uint32_t>(t), n_in, int8));
+  // Whether the plan takes part p's product at `rows` rows on the integer path (every height on
+  // AVX-512; decode heights on the AVX2 levels).
+  auto part_int8 = [&](size_t p, int64_t rows) {
+    return is_int8_path(plan_matmul(*ctx.kernels, static_cast<uint32_t>(c.parts[p]),
+                                    {.n_in = n_in, .m = rows, .panels = parts[p].panels, .int8_activations = int8}));
+  };
   const int64_t n_out = m.n_out();
   ASSERT_EQ(n_out, rows_per_part * static_cast<int64_t>(c.parts.size()));
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
@@ -134,7 +137,7 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < n_out; ++o) {
           const int64_t part = o / rows_per_part;
-          const std::vector<float>& xr = part_int8[part] ? xq[part] : x;
+          const std::vector<float>& xr = part_int8(static_cast<size_t>(part), rows) ? xq[part] : x;
           double ref = accumulate ? base[r * n_out + o] : 0.0, mag = 0.0;
           for (int64_t i = 0; i < n_in; ++i) {
             ref += double(xr[r * n_in + i]) * w[o * n_in + i];

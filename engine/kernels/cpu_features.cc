@@ -1,24 +1,29 @@
 #include "kernels/cpu_features.h"
 
 namespace kvserve {
+namespace {
+constexpr KernelLevel kAllLevels[] = {KernelLevel::kScalar, KernelLevel::kAvx2, KernelLevel::kAvx2Vnni,
+                                      KernelLevel::kAvx512};
+}  // namespace
 
 const char* level_name(KernelLevel level) {
   switch (level) {
     case KernelLevel::kScalar: return "scalar";
     case KernelLevel::kAvx2: return "avx2";
+    case KernelLevel::kAvx2Vnni: return "avx2_vnni";
     case KernelLevel::kAvx512: return "avx512";
   }
   return "unknown";
 }
 
 std::optional<KernelLevel> parse_level(const std::string& name) {
-  for (KernelLevel l : {KernelLevel::kScalar, KernelLevel::kAvx2, KernelLevel::kAvx512})
+  for (KernelLevel l : kAllLevels)
     if (name == level_name(l)) return l;
   return std::nullopt;
 }
 
-// The features each level's translation units are compiled for (CMakeLists: -march=haswell,
-// -march=x86-64-v4), asked of cpuid through the compiler's builtins.
+// The features each level's translation units are compiled for (CMakeLists: target pragmas of
+// kernels/kernel_level.h), asked of cpuid through the compiler's builtins.
 bool cpu_supports(KernelLevel level) {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -26,6 +31,7 @@ bool cpu_supports(KernelLevel level) {
   switch (level) {
     case KernelLevel::kScalar: return true;
     case KernelLevel::kAvx2: return avx2;
+    case KernelLevel::kAvx2Vnni: return avx2 && __builtin_cpu_supports("avxvnni");
     case KernelLevel::kAvx512:
       return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
@@ -42,7 +48,7 @@ KernelLevel best_supported_level() {
 
 std::vector<KernelLevel> supported_levels() {
   std::vector<KernelLevel> out;
-  for (KernelLevel l : {KernelLevel::kScalar, KernelLevel::kAvx2, KernelLevel::kAvx512})
+  for (KernelLevel l : kAllLevels)
     if (cpu_supports(l)) out.push_back(l);
   return out;
 }

@@ -11,10 +11,11 @@ namespace kvserve {
 enum class KernelLevel {
   kScalar,  // x86-64 baseline (SSE2): compiler-vectorised loops only
   kAvx2,    // AVX2 + FMA + F16C (Haswell and later, Zen)
+  kAvx2Vnni,  // AVX2 + AVX-VNNI (Alder Lake and later client parts, Sapphire Rapids, Zen 5)
   kAvx512,  // AVX-512 F/BW/CD/DQ/VL (x86-64-v4: Skylake-SP and later, Zen 4)
 };
 
-const char* level_name(KernelLevel level);                       // "scalar", "avx2", "avx512"
+const char* level_name(KernelLevel level);                       // "scalar", "avx2", "avx2_vnni", "avx512"
 std::optional<KernelLevel> parse_level(const std::string& name);  // nothing if unknown
 bool cpu_supports(KernelLevel level);
 KernelLevel best_supported_level();

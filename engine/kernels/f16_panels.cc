@@ -15,7 +15,7 @@
 KVSERVE_KERNEL_TARGET_BEGIN
 
 #if KVSERVE_HAS_AVX512
-#include "kernels/quant_panel_avx512.h"
+#include "kernels/int8/panel_avx512.h"
 #endif
 
 namespace kvserve::KVSERVE_KERNEL_NS {

@@ -14,6 +14,8 @@
 #define KVSERVE_KERNEL_LEVEL kScalar
 #define KVSERVE_HAS_F16C 0
 #define KVSERVE_HAS_AVX512 0
+#define KVSERVE_HAS_AVX_VNNI 0
+#define KVSERVE_HAS_VEC_INT8 0  // kernels/vec/vec_int8.h
 #define KVSERVE_KERNEL_TARGET_BEGIN
 #define KVSERVE_KERNEL_TARGET_END
 #define KVSERVE_VNNI_TARGET_BEGIN
@@ -23,6 +25,8 @@
 #define KVSERVE_KERNEL_LEVEL kAvx2
 #define KVSERVE_HAS_F16C 1
 #define KVSERVE_HAS_AVX512 0
+#define KVSERVE_HAS_AVX_VNNI 0
+#define KVSERVE_HAS_VEC_INT8 1  // kernels/vec/vec_int8.h
 #define KVSERVE_KERNEL_TARGET_BEGIN \
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt\")")
 #define KVSERVE_KERNEL_TARGET_END _Pragma("GCC pop_options")
@@ -33,6 +37,8 @@
 #define KVSERVE_KERNEL_LEVEL kAvx512
 #define KVSERVE_HAS_F16C 1
 #define KVSERVE_HAS_AVX512 1  // F, BW, CD, DQ, VL
+#define KVSERVE_HAS_AVX_VNNI 0
+#define KVSERVE_HAS_VEC_INT8 1  // kernels/vec/vec_int8.h
 #define KVSERVE_KERNEL_TARGET_BEGIN \
   _Pragma("GCC push_options")      \
       _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512cd,avx512dq,avx512vl\")")
@@ -41,6 +47,20 @@
 // at run time (kernels/quant_dot_int8.cc).
 #define KVSERVE_VNNI_TARGET_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"avx512vnni\")")
 #define KVSERVE_VNNI_TARGET_END _Pragma("GCC pop_options")
+#elif KVSERVE_KERNEL_LEVEL_ID == 3
+// AVX2 with the 256-bit VNNI instructions (Alder Lake and later client parts, Sapphire Rapids,
+// Zen 5): the AVX2 level's kernels with vpdpbusd in place of vpmaddubsw + vpmaddwd.
+#define KVSERVE_KERNEL_NS avx2_vnni
+#define KVSERVE_KERNEL_LEVEL kAvx2Vnni
+#define KVSERVE_HAS_F16C 1
+#define KVSERVE_HAS_AVX512 0
+#define KVSERVE_HAS_AVX_VNNI 1
+#define KVSERVE_HAS_VEC_INT8 1  // kernels/vec/vec_int8.h
+#define KVSERVE_KERNEL_TARGET_BEGIN \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avxvnni\")")
+#define KVSERVE_KERNEL_TARGET_END _Pragma("GCC pop_options")
+#define KVSERVE_VNNI_TARGET_BEGIN
+#define KVSERVE_VNNI_TARGET_END
 #else
 #error "unknown KVSERVE_KERNEL_LEVEL_ID"
 #endif

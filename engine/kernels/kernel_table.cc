@@ -9,6 +9,9 @@ const KernelTable& table();
 namespace avx2 {
 const KernelTable& table();
 }
+namespace avx2_vnni {
+const KernelTable& table();
+}
 namespace avx512 {
 const KernelTable& table();
 }
@@ -18,6 +21,7 @@ const KernelTable& kernel_table(KernelLevel level) {
   switch (level) {
     case KernelLevel::kScalar: return scalar::table();
     case KernelLevel::kAvx2: return avx2::table();
+    case KernelLevel::kAvx2Vnni: return avx2_vnni::table();
     case KernelLevel::kAvx512: return avx512::table();
   }
   return scalar::table();

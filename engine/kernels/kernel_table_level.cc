@@ -3,7 +3,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/matmul_plan.h"
 #include "kernels/ops.h"
-#include "kernels/quant_dot_int8.h"
+#include "kernels/int8/int8_matmul.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/small_batch_matmul.h"
 

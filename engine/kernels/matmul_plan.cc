@@ -20,7 +20,8 @@ const MatmulCpu& matmul_cpu() {
 
 bool plan_int8(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t n_in, bool int8_activations) {
   // The integer kernels step through a row 64 values (two 32-value blocks) at a time.
-  return int8_activations && row.int8 && row.family != MatmulFamily::kFloat && cpu.avx512_vnni && n_in % 64 == 0;
+  return int8_activations && row.int8 && row.family != MatmulFamily::kFloat &&
+         (!row.int8_needs_avx512_vnni || cpu.avx512_vnni) && n_in % 64 == 0;
 }
 
 bool plan_packs(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t n_in, int64_t rows, bool int8_activations) {
@@ -31,10 +32,12 @@ bool plan_packs(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t n_in, in
 }
 
 MatmulPath plan_matmul(const MatmulTypeRow& row, const MatmulCpu& cpu, const MatmulCase& c) {
-  if (plan_int8(row, cpu, c.n_in, c.int8_activations)) {
+  // Without an integer panel GEMM (the AVX2 levels), prompt heights take the float path: oneDNN's
+  // GEMM over decoded panels measured faster there than the fused kernels (docs/models.md).
+  if (plan_int8(row, cpu, c.n_in, c.int8_activations) && (row.int8_gemm || c.panels || c.m <= kSmallBatchRows)) {
     const bool k = row.family == MatmulFamily::kBlockK;
     if (c.panels) return k ? MatmulPath::kKPacked : MatmulPath::kQ32Packed;
-    if (c.m <= kFusedMaxRows) return k ? MatmulPath::kKFused : MatmulPath::kQ32Fused;
+    if (c.m <= kFusedMaxRows || !row.int8_gemm) return k ? MatmulPath::kKFused : MatmulPath::kQ32Fused;
     return k ? MatmulPath::kKGemm : MatmulPath::kQ32Gemm;
   }
   if (c.panels) {

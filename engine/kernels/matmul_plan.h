@@ -43,7 +43,10 @@ struct MatmulTypeRow {
   MatmulFamily family = MatmulFamily::kFloat;
   // This level's fastest exact decoder: src [n / block_size] blocks, dst [n] floats.
   void (*decode)(const void* src, float* dst, int64_t n) = nullptr;
-  bool int8 = false;             // integer kernels here (they run where the CPU has AVX-512 VNNI)
+  bool int8 = false;             // integer kernels here
+  bool int8_gemm = false;        // a panel GEMM above kFusedMaxRows rows (else the fused kernel up to
+                                 // kSmallBatchRows, the float path above)
+  bool int8_needs_avx512_vnni = false;  // the integer kernels use AVX-512 VNNI (checked at run time)
   bool packs = false;            // a packed-panel layout and its product here
   bool packs_need_gfni = false;  // the packed panels are unpacked with GFNI instructions
   bool f16_rows = false;         // the F16 1-4 row kernel
@@ -68,7 +71,8 @@ struct MatmulCase {
   bool int8_activations = true;
 };
 
-// Whether products take the integer kernels (at every height).
+// Whether products take the integer kernels (at every height where the level has them: see
+// MatmulTypeRow::int8_gemm).
 bool plan_int8(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t n_in, bool int8_activations);
 // Whether a matrix of `rows` rows is held as packed panels (rewritten once at load).
 bool plan_packs(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t n_in, int64_t rows, bool int8_activations);

@@ -190,15 +190,18 @@ void fast_q3_k(const void* src, float* dst, int64_t n) {
 #endif
 
 constexpr bool kAvx512 = KVSERVE_HAS_AVX512 != 0;
+constexpr bool kVecInt8 = KVSERVE_HAS_VEC_INT8 != 0;
 
-// The 32-value and K block types have integer kernels and packed panels on AVX-512 levels (the
-// integer kernels need VNNI at run time, Q6_K's panels GFNI: matmul_plan.cc).
-constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*, int64_t), bool int8) {
-  return {.type = t, .family = MatmulFamily::kBlock32, .decode = decode, .int8 = int8 && kAvx512, .packs = int8 && kAvx512};
+// The block types have fused integer kernels at every level with the vector layer
+// (kernels/vec/vec_int8.h); on AVX-512 levels also the panel GEMMs and packed panels, whose
+// kernels need VNNI at run time (Q6_K's panels GFNI too: matmul_plan.cc).
+constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*, int64_t)) {
+  return {.type = t, .family = MatmulFamily::kBlock32, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
+          .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512};
 }
 constexpr MatmulTypeRow block_k(TensorType t, void (*decode)(const void*, float*, int64_t), bool gfni = false) {
-  return {.type = t, .family = MatmulFamily::kBlockK, .decode = decode, .int8 = kAvx512, .packs = kAvx512,
-          .packs_need_gfni = gfni};
+  return {.type = t, .family = MatmulFamily::kBlockK, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
+          .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512, .packs_need_gfni = gfni};
 }
 
 #if KVSERVE_HAS_AVX512
@@ -212,12 +215,12 @@ const std::array kRows = {
     MatmulTypeRow{.type = TensorType::kF16, .family = MatmulFamily::kFloat, .decode = decode_f16,
                   .packs = kAvx512, .f16_rows = kAvx512},
     MatmulTypeRow{.type = TensorType::kBF16, .family = MatmulFamily::kFloat, .decode = decode_bf16},
-    block32(TensorType::kQ8_0, KVS_FAST(fast_q8_0, quant::decode_q8_0), true),
-    block32(TensorType::kQ4_0, KVS_FAST(fast_q4_0, quant::decode_q4_0), true),
-    block32(TensorType::kQ4_1, quant::decode_q4_1, true),
-    block32(TensorType::kQ5_0, quant::decode_q5_0, true),
-    block32(TensorType::kQ5_1, quant::decode_q5_1, true),
-    block32(TensorType::kIQ4_NL, KVS_FAST(fast_iq4_nl, quant::decode_iq4_nl), true),
+    block32(TensorType::kQ8_0, KVS_FAST(fast_q8_0, quant::decode_q8_0)),
+    block32(TensorType::kQ4_0, KVS_FAST(fast_q4_0, quant::decode_q4_0)),
+    block32(TensorType::kQ4_1, quant::decode_q4_1),
+    block32(TensorType::kQ5_0, quant::decode_q5_0),
+    block32(TensorType::kQ5_1, quant::decode_q5_1),
+    block32(TensorType::kIQ4_NL, KVS_FAST(fast_iq4_nl, quant::decode_iq4_nl)),
     block_k(TensorType::kQ2_K, KVS_FAST(fast_q2_k, quant::decode_q2_k)),
     block_k(TensorType::kQ3_K, KVS_FAST(fast_q3_k, quant::decode_q3_k)),
     block_k(TensorType::kQ4_K, KVS_FAST(fast_q4_k, quant::decode_q4_k)),

@@ -9,7 +9,7 @@
 
 #include "codecs/tensor_types.h"
 #include "kernels/matmul_plan.h"
-#include "kernels/quant_dot_int8.h"
+#include "kernels/int8/int8_matmul.h"
 #include "kernels/small_batch_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
@@ -124,7 +124,7 @@ template <int M>
 void f16_rows(const QuantMatmulArgs& a) {
   const int64_t groups = (a.n_out + kG - 1) / kG, kv = a.n_in / 16 * 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (a.n_in - kv)) - 1);
-#pragma omp parallel for schedule(dynamic, 8)  // as the packed panels' (kernels/quant_kgemm_int8.cc)
+#pragma omp parallel for schedule(dynamic, 8)  // as the packed panels' (kernels/int8/k_gemm.cc)
   for (int64_t grp = 0; grp < groups; ++grp) {
     const int64_t j0 = grp * kG;
     const int rows = static_cast<int>(std::min<int64_t>(kG, a.n_out - j0));
@@ -173,10 +173,10 @@ void quant_matmul(const QuantMatmulArgs& a) {
   }
   switch (path) {
     case MatmulPath::kF16Packed: f16_panels_matmul(a); return;
-    case MatmulPath::kQ32Fused: quant_matvec_int8(a); return;
-    case MatmulPath::kQ32Gemm: quant_gemm32_int8(a); return;
-    case MatmulPath::kQ32Packed: panels32_int8(a); return;
-    case MatmulPath::kKFused: case MatmulPath::kKGemm: case MatmulPath::kKPacked: quant_matmul_kquant_int8(a, path); return;
+    case MatmulPath::kQ32Fused: q32_fused(a); return;
+    case MatmulPath::kQ32Gemm: q32_gemm(a); return;
+    case MatmulPath::kQ32Packed: q32_packed(a); return;
+    case MatmulPath::kKFused: case MatmulPath::kKGemm: case MatmulPath::kKPacked: k_int8(a, path); return;
 #if KVSERVE_HAS_AVX512
     case MatmulPath::kF16Rows:
       switch (a.m) {

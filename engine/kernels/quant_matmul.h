@@ -25,7 +25,7 @@ struct QuantMatmulArgs {
   int64_t ldy = 0;
   bool accumulate = false;       // y += x·Wᵀ rather than y = x·Wᵀ
   // Round x to 8 bits per block of 32 and multiply in integers where this level can
-  // (kernels/quant_dot_int8.h); scratch then holds int8_scratch_bytes(m, n_in) bytes.
+  // (kernels/int8/int8_matmul.h); scratch then holds int8_scratch_bytes(m, n_in) bytes.
   bool int8_activations = false;
   void* scratch = nullptr;
   // w holds packed panels (pack_panels): the integer path's layout (int8_activations then set),
@@ -46,7 +46,7 @@ void quant_matmul(const QuantMatmulArgs& args);
 void dequantize_rows(uint32_t type, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t n_in, float* out);
 // Packed panels: 16 rows at a time rewritten in place, to the same bytes, in the order the
 // product reads them, so that it streams them at the memory's read rate (the integer kernels'
-// types, kernels/quant_dot_int8.h; F16, whose products are float, kernels/f16_panels.cc).
+// types, kernels/int8/int8_matmul.h; F16, whose products are float, kernels/f16_panels.cc).
 // plan_packs (kernels/matmul_plan.h) says which matrices are held so; every product with them
 // then takes quant_matmul with a.panels set.
 // w: [rows, row_bytes] in `type`, packed in place (plan_packs must hold).

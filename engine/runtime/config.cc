@@ -125,7 +125,7 @@ void validate(const EngineOptions& o) {
   if (o.model.path.empty()) throw ConfigError("model.path: required (a GGUF file)");
   if (o.model.num_threads < 0) throw ConfigError("model.num_threads: must be >= 0");
   if (o.model.kernels != "auto" && !parse_level(o.model.kernels))
-    throw ConfigError("model.kernels: expected \"auto\", \"avx512\", \"avx2\" or \"scalar\", got '" + o.model.kernels + "'");
+    throw ConfigError("model.kernels: expected \"auto\", \"avx512\", \"avx2_vnni\", \"avx2\" or \"scalar\", got '" + o.model.kernels + "'");
   if (o.cache.block_size < 1 || o.cache.block_size > 1024)
     throw ConfigError("cache.block_size: must be between 1 and 1024");
   if (o.cache.num_blocks < 0) throw ConfigError("cache.num_blocks: must be >= 0");

@@ -28,7 +28,7 @@ struct ModelOptions {
   // (faster decode); false keeps the file's layout. Matrices whose rows are also looked up (a
   // tied embedding) keep it always.
   bool repack_weights = true;
-  // CPU kernel set: "auto" (the best this CPU supports), or "avx512", "avx2", "scalar" to force
+  // CPU kernel set: "auto" (the best this CPU supports), or "avx512", "avx2_vnni", "avx2", "scalar" to force
   // one (for tests, and for CPUs that lower their clock under AVX-512); a level the CPU lacks is
   // refused at start-up. Below avx512, oneDNN is held to the same instructions.
   std::string kernels = "auto";

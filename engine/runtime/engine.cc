@@ -26,7 +26,9 @@ double seconds_between(Sequence::Clock::time_point a, Sequence::Clock::time_poin
 // first setting, which the log says.
 void limit_onednn_isa(KernelLevel level) {
   try {
-    dnnl::set_max_cpu_isa(level == KernelLevel::kAvx2 ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::sse41);
+    dnnl::set_max_cpu_isa(level == KernelLevel::kAvx2Vnni ? dnnl::cpu_isa::avx2_vnni
+                          : level == KernelLevel::kAvx2 ? dnnl::cpu_isa::avx2
+                                                        : dnnl::cpu_isa::sse41);
   } catch (const dnnl::error&) {
     spdlog::warn("model.kernels {}: oneDNN's instruction set was already fixed in this process", level_name(level));
   }

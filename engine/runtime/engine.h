@@ -38,7 +38,7 @@ struct ModelInfo {
   std::string matmul_plan;      // the kernel each held type takes at 1, 4, 16, 64, 512 rows
   int64_t weight_bytes_per_step = 0;  // weight bytes a decode step streams from memory
   int64_t weight_bytes = 0;           // weight bytes held in memory
-  std::string kernels;          // the CPU kernel set in use: "avx512", "avx2" or "scalar"
+  std::string kernels;          // the CPU kernel set in use: "avx512", "avx2_vnni", "avx2" or "scalar"
   std::string chat_template;    // where the chat template comes from (ChatTemplate::origin)
   int32_t num_threads = 0;      // compute threads
   std::string threads_reason;   // why that many: "model.num_threads", or the CPU budget found

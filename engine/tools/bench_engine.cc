@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-repack", no_repack, "keep quantized weights in the file's layout (model.repack_weights false)");
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32, f16 or q8_0")->capture_default_str();
   std::string kernels = "auto";
-  app.add_option("--kernels", kernels, "CPU kernel set: auto, avx512, avx2, scalar (model.kernels)")
+  app.add_option("--kernels", kernels, "CPU kernel set: auto, avx512, avx2_vnni, avx2, scalar (model.kernels)")
       ->capture_default_str();
   app.add_option("--json", json_out, "also write the results as JSON here");
   int closed_n = 0, closed_c = 16;

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--types", type_names, "tensor types to run (default: F32 F16 Q8_0 Q6_K Q5_K Q4_K Q4_0 Q3_K Q2_K)")
       ->delimiter(',');
   app.add_option("--reps", reps, "passes over the matrices per figure (the best is kept)")->capture_default_str();
-  app.add_option("--kernels", kernels, "kernel set: auto, avx512, avx2, scalar")->capture_default_str();
+  app.add_option("--kernels", kernels, "kernel set: auto, avx512, avx2_vnni, avx2, scalar")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const auto level = kernels == "auto" ? kvserve::best_supported_level() : kvserve::parse_level(kernels);
   if (!level || !kvserve::cpu_supports(*level)) {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "kernels/matmul_plan.h"
-#include "kernels/quant_dot_int8.h"
+#include "kernels/int8/int8_matmul.h"
 
 namespace kvserve {
 

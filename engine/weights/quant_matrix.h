@@ -1,7 +1,7 @@
 // A weight matrix held in its file's tensor types (F16, BF16, F32 or ggml's block types, one per
 // stacked part), not widened: decode-sized batches go through the quantized small-batch kernel
 // (kernels/quant_matmul.h), which streams the stored bytes once per step; prompt-sized batches
-// take the integer GEMM (the types of kernels/quant_dot_int8.h, on AVX-512 VNNI) 64 rows at a
+// take the integer GEMM (the types of kernels/int8/int8_matmul.h, on AVX-512 VNNI) 64 rows at a
 // time, else decode panels of rows to float and multiply them with oneDNN's GEMM. Which kernel
 // runs at which height is kernels/matmul_plan.h's plan_matmul.
 #pragma once

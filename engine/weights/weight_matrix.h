@@ -22,7 +22,7 @@ struct WeightPolicy {
   // they are widened to F32, exactly.
   bool keep_bf16 = false;
   // Weights held in a block type multiply activations rounded to 8 bits per block (32 values, or
-  // 256 for the K types, as llama.cpp does; integer products, kernels/quant_dot_int8.h) where the
+  // 256 for the K types, as llama.cpp does; integer products, kernels/int8/int8_matmul.h) where the
   // CPU has AVX-512 VNNI (model.int8_activations); false: float activations, the exact product.
   bool int8_activations = true;
   // Matrices on that integer path, and F16 ones, are held as packed panels where the kernels

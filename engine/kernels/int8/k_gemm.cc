@@ -4,10 +4,10 @@
 // time: one vpdpbusd does 64 multiply-adds for 16 outputs, nothing is reduced across lanes, and
 // the 16 outputs of a row leave in one store. Sums per sub-block are scaled in integers
 // (vpmulld) and meet a float once per super-block, as in the fused kernel
-// (kernels/quant_kdot_int8.cc). One tile() reads either source: panels unpacked per call from
+// (kernels/int8/k_fused.cc). One tile() reads either source: panels unpacked per call from
 // the file's layout (kgemm_*, 5-64 rows), or the packed panels a matrix is held in (kpanels,
 // any height; pack_kpanels writes them at load).
-#include "kernels/quant_dot_int8.h"
+#include "kernels/int8/int8_matmul.h"
 
 #include "kernels/intrinsics.h"
 
@@ -24,9 +24,9 @@ KVSERVE_KERNEL_TARGET_BEGIN
 
 #if KVSERVE_HAS_AVX512
 KVSERVE_VNNI_TARGET_BEGIN
-#include "kernels/quant_levels_avx512.h"
-#include "kernels/quant_k_rows_avx512.h"
-#include "kernels/quant_panel_avx512.h"
+#include "kernels/int8/block32_avx512.h"
+#include "kernels/int8/k_rows_avx512.h"
+#include "kernels/int8/panel_avx512.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS::krows {
 namespace {

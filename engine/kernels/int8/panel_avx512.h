@@ -1,5 +1,5 @@
-// The integer panel GEMMs' shared pieces (kernels/quant_kgemm_int8.cc for the K types,
-// kernels/quant_gemm32_int8.cc for the 32-value types): 16 weight rows per panel, their
+// The integer panel GEMMs' shared pieces (kernels/int8/k_gemm.cc for the K types,
+// kernels/int8/q32_gemm.cc for the 32-value types): 16 weight rows per panel, their
 // levels transposed so that 32-bit lane i holds 4 levels of row i (vpdpbusd's layout: lane i
 // accumulates output i), activation rows broadcasting 4 levels at a time. Included inside a
 // kernel level's target region (AVX-512 with VNNI).

@@ -1,10 +1,10 @@
 // The integer GEMM of the 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL) for 5 or
 // more activation rows: activations rounded per block of 32 (round_activations), weights a panel
-// of 16 rows at a time with their levels transposed (kernels/quant_panel_avx512.h). Per block,
+// of 16 rows at a time with their levels transposed (kernels/int8/panel_avx512.h). Per block,
 // eight vpdpbusd sum 32 products for 16 outputs of a row, the levels' offset times the block's
 // activation sum comes off in integers, one multiply-add by the two block scales moves it to
 // float, and for Q4_1/Q5_1 one more adds the block minimum times the activations' sum.
-#include "kernels/quant_dot_int8.h"
+#include "kernels/int8/int8_matmul.h"
 
 #include "kernels/intrinsics.h"
 
@@ -19,15 +19,16 @@ KVSERVE_KERNEL_TARGET_BEGIN
 
 #if KVSERVE_HAS_AVX512
 KVSERVE_VNNI_TARGET_BEGIN
-#include "kernels/quant_levels_avx512.h"
-#include "kernels/quant_panel_avx512.h"
+#include "kernels/vec/vec_int8.h"
+#include "kernels/int8/block32.h"
+#include "kernels/int8/panel_avx512.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS {
 namespace {
 
 using namespace panel;
 
-using levels::Row32;
+using int8::Row32;
 
 struct Panel32 {
   std::vector<IntVec> w;       // [n_in / 4]: lane i = 4 levels of row i
@@ -49,7 +50,7 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t n_in, c
           _mm_prefetch(reinterpret_cast<const char*>(next + i * row_bytes + byte0 + off), _MM_HINT_T1);
     __m512i r[kPanel];
     for (int i = 0; i < kPanel; ++i)
-      r[i] = i < rows ? T::levels(reinterpret_cast<const Block*>(w + i * row_bytes + byte0)) : _mm512_setzero_si512();
+      r[i] = i < rows ? vec::levels(reinterpret_cast<const Block*>(w + i * row_bytes + byte0)) : _mm512_setzero_si512();
     transpose16(r);
     for (int i = 0; i < kPanel; ++i) p.w[16 * c + i].v = r[i];
     for (int h = 0; h < 2; ++h) {
@@ -87,10 +88,10 @@ void tile(const Panel32& p, const Row32* x, int64_t n_in, __m512* out) {
 template <class T>
 void gemm(const QuantMatmulArgs& a) {
   Row32 x[kSmallBatchRows];
-  const int64_t stride = levels::row32_bytes(a.n_in);
+  const int64_t stride = int8::row32_bytes(a.n_in);
 #pragma omp parallel for schedule(static) if (a.m > 4)
   for (int64_t r = 0; r < a.m; ++r)
-    x[r] = levels::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
+    x[r] = int8::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
   const int64_t panels = (a.n_out + kPanel - 1) / kPanel;
 #pragma omp parallel
   {
@@ -126,8 +127,8 @@ void gemm(const QuantMatmulArgs& a) {
 
 }  // namespace
 
-void quant_gemm32_int8(const QuantMatmulArgs& a) {
-  levels::with_type32(a.type, [&](auto t) { gemm<decltype(t)>(a); });
+void q32_gemm(const QuantMatmulArgs& a) {
+  int8::with_type32(a.type, [&](auto t) { gemm<decltype(t)>(a); });
 }
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
@@ -135,7 +136,7 @@ void quant_gemm32_int8(const QuantMatmulArgs& a) {
 KVSERVE_VNNI_TARGET_END
 #else   // levels without AVX-512: the float path always
 namespace kvserve::KVSERVE_KERNEL_NS {
-void quant_gemm32_int8(const QuantMatmulArgs&) {}
+void q32_gemm(const QuantMatmulArgs&) {}
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif
 KVSERVE_KERNEL_TARGET_END

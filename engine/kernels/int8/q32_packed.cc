@@ -1,7 +1,7 @@
 // The 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL) held as packed panels: each 16
 // rows' bytes rewritten once at load, in place and to the same size, into the order the integer
 // product reads them (lane i of every vector belongs to row i, as in the panel GEMM of
-// kernels/quant_gemm32_int8.cc), so that a product at any height streams each panel front to
+// kernels/int8/q32_gemm.cc), so that a product at any height streams each panel front to
 // back and spends a few instructions per 64 bytes: a decode step then runs at the memory's read
 // rate, which the row-major kernels (several instructions per block and row) do not reach.
 //
@@ -12,7 +12,7 @@
 //   masks   5-bit types: per block 8 words of 64 bits, bit 4i + j of word t the fifth bit of
 //           level j of row i in step t;
 //   scales  per block the 16 rows' F16 scales; then, for Q4_1/Q5_1, their F16 minimums.
-#include "kernels/quant_dot_int8.h"
+#include "kernels/int8/int8_matmul.h"
 
 #include "kernels/intrinsics.h"
 
@@ -28,14 +28,15 @@ KVSERVE_KERNEL_TARGET_BEGIN
 
 #if KVSERVE_HAS_AVX512
 KVSERVE_VNNI_TARGET_BEGIN
-#include "kernels/quant_levels_avx512.h"
-#include "kernels/quant_panel_avx512.h"
+#include "kernels/vec/vec_int8.h"
+#include "kernels/int8/block32.h"
+#include "kernels/int8/panel_avx512.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS {
 namespace {
 
 using namespace panel;
-using levels::Row32;
+using int8::Row32;
 
 // Where each part of a panel starts (offsets in bytes from the panel's first).
 struct Layout32 {
@@ -54,7 +55,7 @@ __m512i stored_levels(const typename T::Block* b) {
   if constexpr (T::lookup)
     return levels::q4_0_pair(reinterpret_cast<const quant::BlockQ4_0*>(b));
   else
-    return T::levels(b);
+    return vec::levels(b);
 }
 
 template <class T>
@@ -205,10 +206,10 @@ void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, cons
 template <class T>
 void product(const QuantMatmulArgs& a) {
   Row32 x[kSmallBatchRows];
-  const int64_t stride = levels::row32_bytes(a.n_in);
+  const int64_t stride = int8::row32_bytes(a.n_in);
 #pragma omp parallel for schedule(static) if (a.m > 4)
   for (int64_t r = 0; r < a.m; ++r)
-    x[r] = levels::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
+    x[r] = int8::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
   const Layout32 lay = layout32<T>(a.n_in);
   // One row over 4 panels at a time, two over 2; more rows 4 at a time over each panel while
   // it is in cache.
@@ -238,7 +239,7 @@ void product(const QuantMatmulArgs& a) {
 }  // namespace
 
 void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
-  levels::with_type32(type, [&](auto t) {
+  int8::with_type32(type, [&](auto t) {
 #pragma omp parallel
     {
       std::vector<IntVec> steps;
@@ -250,8 +251,8 @@ void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, i
   });
 }
 
-void panels32_int8(const QuantMatmulArgs& a) {
-  levels::with_type32(a.type, [&](auto t) { product<decltype(t)>(a); });
+void q32_packed(const QuantMatmulArgs& a) {
+  int8::with_type32(a.type, [&](auto t) { product<decltype(t)>(a); });
 }
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
@@ -260,7 +261,7 @@ KVSERVE_VNNI_TARGET_END
 #else   // levels without AVX-512: panels are never packed
 namespace kvserve::KVSERVE_KERNEL_NS {
 void pack_panels32(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
-void panels32_int8(const QuantMatmulArgs&) {}
+void q32_packed(const QuantMatmulArgs&) {}
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif
 KVSERVE_KERNEL_TARGET_END

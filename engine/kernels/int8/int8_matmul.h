@@ -41,14 +41,14 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 // The integer kernels, each taking what plan_matmul (kernels/matmul_plan.h) gives it, at most
 // kSmallBatchRows activation rows (a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes).
 // 32-value types: kQ32Fused for 1-4 rows, nothing staged in memory between reading a weight and
-// multiplying it (kernels/quant_matvec_int8.cc); kQ32Gemm, panels unpacked per call
-// (kernels/quant_gemm32_int8.cc); kQ32Packed (kernels/quant_panels32_int8.cc).
-void quant_matvec_int8(const QuantMatmulArgs& a);
-void quant_gemm32_int8(const QuantMatmulArgs& a);
-void panels32_int8(const QuantMatmulArgs& a);
+// multiplying it (kernels/int8/q32_fused.cc); kQ32Gemm, panels unpacked per call
+// (kernels/int8/q32_gemm.cc); kQ32Packed (kernels/int8/q32_packed.cc).
+void q32_fused(const QuantMatmulArgs& a);
+void q32_gemm(const QuantMatmulArgs& a);
+void q32_packed(const QuantMatmulArgs& a);
 // K types (Q2_K..Q6_K): activations rounded per super-block of 256, integer sub-block scales;
-// `path` kKFused, kKGemm or kKPacked (kernels/quant_kdot_int8.cc, kernels/quant_kgemm_int8.cc).
-void quant_matmul_kquant_int8(const QuantMatmulArgs& a, MatmulPath path);
+// `path` kKFused, kKGemm or kKPacked (kernels/int8/k_fused.cc, kernels/int8/k_gemm.cc).
+void k_int8(const QuantMatmulArgs& a, MatmulPath path);
 // pack_panels (kernels/quant_matmul.h) for each family.
 void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);

@@ -2,8 +2,8 @@
 // of 256 (one float scale, as llama.cpp's Q8_K); for one to four rows (here, fused:
 // the weights read straight from memory), each 64 levels times 64 activations by vpmaddubsw and
 // times the integer sub-block scales by vpdpwssd, so that a super-block's products stay in
-// integers and meet a float once; more rows take the panel GEMM of kernels/quant_kgemm_int8.cc.
-#include "kernels/quant_dot_int8.h"
+// integers and meet a float once; more rows take the panel GEMM of kernels/int8/k_gemm.cc.
+#include "kernels/int8/int8_matmul.h"
 
 #include "kernels/intrinsics.h"
 
@@ -19,8 +19,9 @@ KVSERVE_KERNEL_TARGET_BEGIN
 #include "codecs/quant_decode.h"
 
 KVSERVE_VNNI_TARGET_BEGIN
-#include "kernels/quant_levels_avx512.h"
-#include "kernels/quant_k_rows_avx512.h"
+#include "kernels/int8/block32_avx512.h"
+#include "kernels/int8/k_rows_avx512.h"
+#include "kernels/int8/fused_rows.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS {
 
@@ -130,23 +131,19 @@ inline float reduce4(__m128 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-constexpr int kRows = 4;             // weight rows per group
-constexpr int kPair = 2;             // activation rows per pass
-constexpr int64_t kAheadGroups = 2;  // fused path's prefetch distance, in groups
+constexpr int kRows = int8::kFusedGroupRows;
 
-// The fused path: up to kPair activation rows times a group of `rows` weight rows over the whole
-// row, each super-block unpacked once for the rows; the group kAheadGroups ahead prefetched
-// evenly over the steps.
+// The fused path: up to kFusedPair activation rows times a group of `rows` weight rows over the
+// whole row (int8/fused_rows.h walks the matrix), each super-block unpacked once for the rows;
+// the group ahead requested a super-block's share at a time.
 template <Kind kKind, int M>
-void fused_group(const uint8_t* w, int64_t row_bytes, int rows, const KRow* x, int64_t n_in, const char* ahead,
-                 int64_t ahead_per_block, float* out) {
+void fused_group(const uint8_t* w, int64_t row_bytes, int rows, const KRow* x, int64_t n_in, const int8::Ahead& ahead, float* out) {
   __m512 acc[M][kRows];
   __m128 acc_min[M][kRows];
   for (int m = 0; m < M; ++m)
     for (int g = 0; g < kRows; ++g) acc[m][g] = _mm512_setzero_ps(), acc_min[m][g] = _mm_setzero_ps();
   for (int64_t k = 0; k < n_in / 256; ++k) {
-    if (ahead)
-      for (int64_t off = k * ahead_per_block; off < (k + 1) * ahead_per_block; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    ahead.at(k);
     for (int g = 0; g < rows; ++g) {
       KBlock b;
       unpack<kKind>(w + g * row_bytes + k * krows::kBlockBytes<kKind>, b);
@@ -154,37 +151,22 @@ void fused_group(const uint8_t* w, int64_t row_bytes, int rows, const KRow* x, i
     }
   }
   for (int m = 0; m < M; ++m)
-    for (int g = 0; g < rows; ++g) out[m * kRows + g] = _mm512_reduce_add_ps(acc[m][g]) - reduce4(acc_min[m][g]);
+    for (int g = 0; g < rows; ++g) out[m * int8::kFusedGroupRows + g] = _mm512_reduce_add_ps(acc[m][g]) - reduce4(acc_min[m][g]);
 }
 
 template <Kind kKind>
 void fused(const QuantMatmulArgs& a, const KRow* x) {
-  const int64_t groups = (a.n_out + kRows - 1) / kRows, blocks = a.n_in / 256, group_bytes = kRows * a.row_bytes;
-  const int64_t per_block = ((group_bytes + blocks - 1) / blocks + 63) / 64 * 64;
-#pragma omp parallel for schedule(static)
-  for (int64_t grp = 0; grp < groups; ++grp) {
-    const int64_t j0 = grp * kRows;
-    const int rows = static_cast<int>(std::min<int64_t>(kRows, a.n_out - j0));
-    const char* ahead =
-        grp + kAheadGroups < groups ? reinterpret_cast<const char*>(a.w + (grp + kAheadGroups) * group_bytes) : nullptr;
-    for (int64_t r0 = 0; r0 < a.m; r0 += kPair) {
-      float out[kPair * kRows];
-      const uint8_t* w = a.w + j0 * a.row_bytes;
-      if (a.m - r0 >= 2)
-        fused_group<kKind, 2>(w, a.row_bytes, rows, x + r0, a.n_in, r0 == 0 ? ahead : nullptr, per_block, out);
-      else
-        fused_group<kKind, 1>(w, a.row_bytes, rows, x + r0, a.n_in, r0 == 0 ? ahead : nullptr, per_block, out);
-      for (int m = 0; m < std::min<int64_t>(kPair, a.m - r0); ++m) {
-        float* y = a.y + (r0 + m) * a.ldy + j0;
-        for (int g = 0; g < rows; ++g) y[g] = a.accumulate ? y[g] + out[m * kRows + g] : out[m * kRows + g];
-      }
-    }
-  }
+  int8::fused_rows(a, a.n_in / 256, [&](const uint8_t* w, int rows, int64_t r0, int mr, const int8::Ahead& ahead, float* out) {
+    if (mr == 2)
+      fused_group<kKind, 2>(w, a.row_bytes, rows, x + r0, a.n_in, ahead, out);
+    else
+      fused_group<kKind, 1>(w, a.row_bytes, rows, x + r0, a.n_in, ahead, out);
+  });
 }
 
 }  // namespace
 
-void quant_matmul_kquant_int8(const QuantMatmulArgs& a, MatmulPath path) {
+void k_int8(const QuantMatmulArgs& a, MatmulPath path) {
   const Kind kind = krows::kind_of(a.type);
   KRow x[kSmallBatchRows];
   const int64_t stride = krows::row_stride(a.n_in);
@@ -209,10 +191,7 @@ void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_byt
   krows::pack_kpanels(krows::kind_of(type), w, rows, row_bytes, n_in);
 }
 
-#else   // levels without AVX-512: the float path always
-void quant_matmul_kquant_int8(const QuantMatmulArgs&, MatmulPath) {}
-void pack_kquant_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
-#endif
+#endif  // levels without AVX-512: int8/k_fused_vec.cc
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 

@@ -1,37 +1,14 @@
-// The K types' activation rows for the integer path (kernels/quant_kdot_int8.cc, 1-4 rows, and
-// kernels/quant_kgemm_int8.cc, 5-64): each row rounded per super-block of 256 with one float
+// The K types' activation rows for the integer path (kernels/int8/k_fused.cc, 1-4 rows, and
+// kernels/int8/k_gemm.cc, 5-64): each row rounded per super-block of 256 with one float
 // scale, as round_activations(x, q, 256) defines, and the sums of its levels that the
 // minimums and offsets need; each type's levels in that order. Included inside a kernel level's
-// target region (after quant_levels_avx512.h) by both.
+// target region (after int8/block32_avx512.h) by both.
 #pragma once
+
+#include "kernels/int8/k_types.h"
 
 #if KVSERVE_HAS_AVX512
 namespace kvserve::KVSERVE_KERNEL_NS::krows {
-
-enum class Kind { kQ4K, kQ5K, kQ6K, kQ3K, kQ2K };
-
-template <Kind kKind>
-constexpr int64_t kBlockBytes = kKind == Kind::kQ6K   ? sizeof(quant::BlockQ6_K)
-                                : kKind == Kind::kQ5K ? sizeof(quant::BlockQ5_K)
-                                : kKind == Kind::kQ3K ? sizeof(quant::BlockQ3_K)
-                                : kKind == Kind::kQ2K ? sizeof(quant::BlockQ2_K)
-                                                      : sizeof(quant::BlockQ4_K);
-// Q2_K, Q3_K and Q6_K scale each 16 values and keep them in their natural order; Q4_K and Q5_K
-// scale each 32 and interleave pairs of sub-blocks (kK4Order).
-constexpr bool sixteen_value_scales(Kind k) { return k == Kind::kQ6K || k == Kind::kQ3K || k == Kind::kQ2K; }
-// Q6_K and Q3_K: signed scales, levels stored offset by 2^offset_bits (32 and 4), taken off
-// through the activations' sums of 16; the others: unsigned scales and a minimum per sub-block.
-constexpr int offset_bits(Kind k) { return k == Kind::kQ6K ? 5 : k == Kind::kQ3K ? 2 : 0; }
-
-inline Kind kind_of(uint32_t type) {
-  switch (static_cast<TensorType>(type)) {
-    case TensorType::kQ4_K: return Kind::kQ4K;
-    case TensorType::kQ5_K: return Kind::kQ5K;
-    case TensorType::kQ3_K: return Kind::kQ3K;
-    case TensorType::kQ2_K: return Kind::kQ2K;
-    default: return Kind::kQ6K;
-  }
-}
 
 // Q4_K/Q5_K store sub-blocks 2j and 2j+1 as the low and high nibbles of the same 32 bytes, so
 // 64 bytes hold sub-blocks {0, 2} (low) and {1, 3} (high): the activations of those types are
@@ -179,14 +156,14 @@ inline void k2_scales(const __m512i* words, __m512i* sc, __m512i* pr) {
 }
 
 // 5-64 activation rows x[0..a.m) (rounded by round_row_k for the matrix's type) times the
-// matrix, into a.y (kernels/quant_kgemm_int8.cc).
+// matrix, into a.y (kernels/int8/k_gemm.cc).
 void kgemm_q4_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q5_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q3_k(const QuantMatmulArgs& a, const KRow* x);
 void kgemm_q2_k(const QuantMatmulArgs& a, const KRow* x);
 // The same product on packed panels (a.w as pack_kpanels left it; a.n_out a multiple of 16),
-// at any height (kernels/quant_kgemm_int8.cc).
+// at any height (kernels/int8/k_gemm.cc).
 void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x);
 // w: [rows, row_bytes] in the kind's blocks (rows a multiple of 16), packed in place.
 void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);

@@ -1,0 +1,191 @@
+// The K types' (Q2_K..Q6_K) fused integer kernel on the vector layer (kernels/vec/vec_int8.h),
+// for the levels without AVX-512 (whose own kernels are int8/k_fused.cc and int8/k_gemm.cc):
+// activations rounded per super-block of 256 (one float scale, as llama.cpp's Q8_K) and kept
+// in natural order; the weights read straight from the file's layout, a group of four rows at a
+// time, each super-block unpacked once for every activation row. Per vector of levels, the
+// products summed in pairs (vpmaddubsw) times the integer sub-block scales (vpmaddwd, or
+// vpdpwssd with AVX-VNNI), so a super-block's products stay in integers and meet a float once;
+// the levels' offset (Q6_K, Q3_K) comes off in integers, the minimums (Q4_K, Q5_K, Q2_K) in
+// float. Larger batches take it too, four weight rows and two activation rows at a time.
+#include "kernels/int8/int8_matmul.h"
+
+#include "kernels/intrinsics.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+#include "codecs/tensor_types.h"
+#include "kernels/small_batch_matmul.h"
+
+KVSERVE_KERNEL_TARGET_BEGIN
+#include "codecs/quant_decode.h"
+
+#include "kernels/int8/k_types.h"
+#include "kernels/vec/vec_int8.h"
+#include "kernels/int8/fused_rows.h"
+
+namespace kvserve::KVSERVE_KERNEL_NS {
+
+#if KVSERVE_HAS_VEC_INT8 && !KVSERVE_HAS_AVX512
+namespace {
+
+using krows::Kind;
+
+constexpr int kChunks = 256 / vec::kBytes;  // vectors of levels per super-block
+
+// One activation row rounded per super-block, natural order.
+struct Row {
+  const int8_t* q;       // [n_in]
+  const float* d;        // [n_in / 256]
+  const int32_t* sums;   // [n_in / 16] sums of each 16 levels
+};
+
+inline int64_t row_stride(int64_t n_in) { return (n_in + n_in / 256 * 4 + n_in / 16 * 4 + 63) / 64 * 64; }
+
+inline Row round_row(const float* x, int64_t n_in, uint8_t* scratch) {
+  auto* q = reinterpret_cast<int8_t*>(scratch);
+  auto* d = reinterpret_cast<float*>(scratch + n_in);
+  auto* sums = reinterpret_cast<int32_t*>(d + n_in / 256);
+  for (int64_t k = 0; k < n_in / 256; ++k) {
+    const float* xb = x + 256 * k;
+    const float dk = vec::amax(xb, 256) / 127.0f, id = dk > 0.0f ? 1.0f / dk : 0.0f;
+    d[k] = dk;
+    for (int i = 0; i < 8; ++i) vec::quantize32(xb + 32 * i, id, q + 256 * k + 32 * i);
+    for (int i = 0; i < 16; ++i) {
+      int32_t s = 0;
+      for (int l = 0; l < 16; ++l) s += q[256 * k + 16 * i + l];
+      sums[16 * k + i] = s;
+    }
+  }
+  return {q, d, sums};
+}
+
+constexpr int kScales(Kind k) { return krows::sixteen_value_scales(k) ? 16 : 8; }
+
+// One super-block of one weight row, unpacked.
+template <Kind kKind>
+struct Block {
+  vec::I q[kChunks];        // levels, natural order
+  vec::I s[kChunks];        // int16 scale of each level pair
+  int16_t sc[16];           // the sub-block scales (Q6_K, Q3_K: signed)
+  int16_t mins[16];         // Q4_K, Q5_K, Q2_K: the sub-block minimums
+  float d, dmin;
+};
+
+template <Kind kKind>
+inline void unpack(const uint8_t* block, Block<kKind>& out) {
+  for (int c = 0; c < kChunks; ++c) out.q[c] = vec::k_levels<kKind>(block, c);
+  if constexpr (kKind == Kind::kQ4K || kKind == Kind::kQ5K) {
+    using B = std::conditional_t<kKind == Kind::kQ5K, quant::BlockQ5_K, quant::BlockQ4_K>;
+    const auto* b = reinterpret_cast<const B*>(block);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      quant::k_scale_min(j, b->scales, &sc, &m);
+      out.sc[j] = sc, out.mins[j] = m;
+    }
+    out.d = quant::half_to_float(b->d), out.dmin = quant::half_to_float(b->dmin);
+  } else if constexpr (kKind == Kind::kQ6K) {
+    const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(block);
+    for (int j = 0; j < 16; ++j) out.sc[j] = b->scales[j];
+    out.d = quant::half_to_float(b->d);
+  } else if constexpr (kKind == Kind::kQ3K) {
+    const auto* b = reinterpret_cast<const quant::BlockQ3_K*>(block);
+    int8_t sc[16];
+    quant::q3_k_scales(b->scales, sc);
+    for (int j = 0; j < 16; ++j) out.sc[j] = sc[j];
+    out.d = quant::half_to_float(b->d);
+  } else {
+    const auto* b = reinterpret_cast<const quant::BlockQ2_K*>(block);
+    for (int j = 0; j < 16; ++j) out.sc[j] = b->scales[j] & 0xF, out.mins[j] = b->scales[j] >> 4;
+    out.d = quant::half_to_float(b->d), out.dmin = quant::half_to_float(b->dmin);
+  }
+  constexpr int kPer = 256 / kScales(kKind);  // values a scale
+  constexpr int kPerChunk = vec::kBytes / kPer;
+  for (int c = 0; c < kChunks; ++c) out.s[c] = vec::scales16<kPer>(out.sc + kPerChunk * c);
+}
+
+// acc += d_w·d_x · (Σ levels·activations·scales [- 2^offset_bits · Σ scales·sums16]);
+// mins += dmin·d_x · Σ mins·(sums of the sub-block).
+template <Kind kKind>
+inline void block_dot(const Block<kKind>& w, const Row& x, int64_t k, vec::F& acc, float& mins) {
+  const int8_t* xq = x.q + 256 * k;
+  const int32_t* s16 = x.sums + 16 * k;
+  vec::I dot = vec::zero();
+  for (int c = 0; c < kChunks; ++c) dot = vec::dot16(dot, vec::maddubs(w.q[c], vec::load(xq + vec::kBytes * c)), w.s[c]);
+  const float dx = x.d[k];
+  if constexpr (krows::offset_bits(kKind) > 0) {
+    int32_t off = 0;
+    for (int j = 0; j < 16; ++j) off += w.sc[j] * s16[j];
+    dot = vec::sub(dot, vec::lane0(off * (1 << krows::offset_bits(kKind))));
+  } else {
+    int32_t m = 0;
+    if constexpr (kKind == Kind::kQ2K)
+      for (int j = 0; j < 16; ++j) m += w.mins[j] * s16[j];
+    else
+      for (int j = 0; j < 8; ++j) m += w.mins[j] * (s16[2 * j] + s16[2 * j + 1]);
+    mins += w.dmin * dx * static_cast<float>(m);
+  }
+  acc = vec::fma(vec::to_float(dot), vec::splat(w.d * dx), acc);
+}
+
+constexpr int kRows = int8::kFusedGroupRows;
+
+// Up to kFusedPair activation rows times `rows` weight rows over the whole row (int8/fused_rows.h
+// walks the matrix); the group ahead requested a super-block's share at a time.
+template <Kind kKind, int M>
+void group(const uint8_t* w, int64_t row_bytes, int rows, const Row* x, int64_t n_in, const int8::Ahead& ahead, float* out) {
+  vec::F acc[M][kRows];
+  float mins[M][kRows] = {};
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < kRows; ++g) acc[m][g] = vec::fzero();
+  for (int64_t k = 0; k < n_in / 256; ++k) {
+    ahead.at(k);
+    for (int g = 0; g < rows; ++g) {
+      Block<kKind> b;
+      unpack<kKind>(w + g * row_bytes + k * krows::kBlockBytes<kKind>, b);
+      for (int m = 0; m < M; ++m) block_dot<kKind>(b, x[m], k, acc[m][g], mins[m][g]);
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < rows; ++g) out[m * int8::kFusedGroupRows + g] = vec::sum(acc[m][g]) - mins[m][g];
+}
+
+template <Kind kKind>
+void fused(const QuantMatmulArgs& a, const Row* x) {
+  int8::fused_rows(a, a.n_in / 256, [&](const uint8_t* w, int rows, int64_t r0, int mr, const int8::Ahead& ahead, float* out) {
+    if (mr == 2)
+      group<kKind, 2>(w, a.row_bytes, rows, x + r0, a.n_in, ahead, out);
+    else
+      group<kKind, 1>(w, a.row_bytes, rows, x + r0, a.n_in, ahead, out);
+  });
+}
+
+}  // namespace
+
+void k_int8(const QuantMatmulArgs& a, MatmulPath) {
+  Row x[kSmallBatchRows];
+  const int64_t stride = row_stride(a.n_in);
+#pragma omp parallel for schedule(static) if (a.m > kFusedMaxRows)
+  for (int64_t r = 0; r < a.m; ++r) x[r] = round_row(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
+  switch (krows::kind_of(a.type)) {
+    case Kind::kQ4K: fused<Kind::kQ4K>(a, x); break;
+    case Kind::kQ5K: fused<Kind::kQ5K>(a, x); break;
+    case Kind::kQ6K: fused<Kind::kQ6K>(a, x); break;
+    case Kind::kQ3K: fused<Kind::kQ3K>(a, x); break;
+    case Kind::kQ2K: fused<Kind::kQ2K>(a, x); break;
+  }
+}
+
+// No packed panels below AVX-512 (plan_packs never asks for them here).
+void pack_kquant_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
+
+#elif !KVSERVE_HAS_VEC_INT8  // the float path always
+void k_int8(const QuantMatmulArgs&, MatmulPath) {}
+void pack_kquant_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
+#endif
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS
+
+KVSERVE_KERNEL_TARGET_END

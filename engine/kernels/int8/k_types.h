@@ -1,0 +1,38 @@
+// The K types (Q2_K..Q6_K) as the integer kernels of every level see them: which one, its block
+// size, how its scales are laid out and the offset its levels are stored with. Included inside
+// a kernel level's target region.
+#pragma once
+
+#include <cstdint>
+
+#include "codecs/quant_blocks.h"
+#include "codecs/tensor_types.h"
+
+namespace kvserve::KVSERVE_KERNEL_NS::krows {
+
+enum class Kind { kQ4K, kQ5K, kQ6K, kQ3K, kQ2K };
+
+template <Kind kKind>
+constexpr int64_t kBlockBytes = kKind == Kind::kQ6K   ? sizeof(quant::BlockQ6_K)
+                                : kKind == Kind::kQ5K ? sizeof(quant::BlockQ5_K)
+                                : kKind == Kind::kQ3K ? sizeof(quant::BlockQ3_K)
+                                : kKind == Kind::kQ2K ? sizeof(quant::BlockQ2_K)
+                                                      : sizeof(quant::BlockQ4_K);
+// Q2_K, Q3_K and Q6_K scale each 16 values; Q4_K and Q5_K each 32 (the AVX-512 kernels keep
+// their activations' sub-blocks interleaved: int8/k_rows_avx512.h's kK4Order).
+constexpr bool sixteen_value_scales(Kind k) { return k == Kind::kQ6K || k == Kind::kQ3K || k == Kind::kQ2K; }
+// Q6_K and Q3_K: signed scales, levels stored offset by 2^offset_bits (32 and 4), taken off
+// through the activations' sums of 16; the others: unsigned scales and a minimum per sub-block.
+constexpr int offset_bits(Kind k) { return k == Kind::kQ6K ? 5 : k == Kind::kQ3K ? 2 : 0; }
+
+inline Kind kind_of(uint32_t type) {
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kQ4_K: return Kind::kQ4K;
+    case TensorType::kQ5_K: return Kind::kQ5K;
+    case TensorType::kQ3_K: return Kind::kQ3K;
+    case TensorType::kQ2_K: return Kind::kQ2K;
+    default: return Kind::kQ6K;
+  }
+}
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS::krows

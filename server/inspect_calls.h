@@ -1,28 +1,18 @@
-// The two inspection RPCs as callback reactors. Each runs its engine requests through an
-// EngineFanOut and answers when they are all done; cancelling the call cancels them.
+// The two inspection RPCs as callback reactors. InspectAttention runs its engine requests through
+// an EngineFanOut, HeadImportance through the transport-neutral HeadImportanceJob; each answers
+// when they are all done, and cancelling the call cancels them.
 #pragma once
 
 #include <atomic>
 
 #include <memory>
 
-#include "engine_fan_out.h"
+#include "core/engine_fan_out.h"
+#include "core/head_importance.h"
+#include "core/inspection.h"
 #include "inference_service.h"
 
 namespace kvserve {
-
-// One of server.max_inspect_calls, held by a call. It is given back (once) before the call's
-// status is sent, so that the client's next call never finds it still taken, and in OnDone at
-// the latest.
-class InspectionSlot {
- public:
-  bool take(InferenceService& service);
-  void release();
-
- private:
-  InferenceService* service_ = nullptr;
-  std::atomic<bool> held_{false};
-};
 
 class InspectAttentionCall : public grpc::ServerUnaryReactor {
  public:
@@ -54,18 +44,14 @@ class HeadImportanceCall : public grpc::ServerUnaryReactor {
   void OnDone() override;
 
  private:
-  void rank(std::vector<Completion>& done);
-  void measure_joint(std::vector<Completion>& done);
+  void answer(const ServiceStatus& status, HeadImportanceResult& result);
   void finish(const grpc::Status& status);  // the slot back, then Finish
 
   InferenceService& service_;
   v1::HeadImportanceResponse* response_;
-  Request base_;                                // the scored request every ablation copies
-  std::vector<std::vector<HeadRef>> prefixes_;  // the candidate sets measured together
-  std::vector<double> estimated_;               // [k-1]: the single drops of prefix k, summed
   std::mutex mu_;
+  std::shared_ptr<HeadImportanceJob> job_;  // the workflow (server/core/head_importance.h)
   InspectionSlot slot_;
-  std::shared_ptr<EngineFanOut> fan_out_;  // the current phase: singles, then the joint check
 };
 
 }  // namespace kvserve

@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "http_raw_client.h"
+#include "gguf/gguf.h"
 #include "model/synthetic.h"
+#include "reference_llama.h"
+#include "text/tokenizer.h"
 #include "server_process.h"
 #include "test_support.h"
 
@@ -456,6 +459,94 @@ TEST(HttpAbort, ClientRequestIdsAreLiveAndAbortable) {
   EXPECT_EQ(missing.status, 400);
   const RawReply bad_header = http_call(port, "POST", "/v1/completions", body, "X-Request-Id: \x01\r\n");
   EXPECT_EQ(bad_header.status, 400) << bad_header.body;
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+// POST /v1/head_importance runs the workflow gRPC's HeadImportance runs (server/core), checked
+// against the independent float64 decoder: the baseline, the top head zeroed alone, the ranking
+// order and the budget; bad input is refused naming the field.
+TEST(HttpHeadImportance, AnswersAsTheReferenceDecoderScoresAndRefusesBadInput) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  testing::ServerProcess server(with_http({"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=256"}));
+  ASSERT_TRUE(server.started()) << server.log();
+  const int port = http_port_of(server);
+  ASSERT_GT(port, 0);
+  const std::string text = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
+  const RawReply r = http_call(port, "POST", "/v1/head_importance", json{{"prompt", text}, {"loss_budget", 0.02}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json imp = json::parse(r.body);
+  GgufFile file(shared_model("stories260K.gguf"));
+  Tokenizer tok(file);
+  const std::vector<int32_t> ids = tok.encode(text, true);
+  const int n = static_cast<int>(ids.size());
+  testing::ReferenceLlama ref(file);
+  EXPECT_EQ(imp["object"], "head_importance");
+  EXPECT_EQ(imp["n_tokens"], n - 1);
+  EXPECT_EQ(imp["loss_budget"], 0.02);
+  EXPECT_NEAR(imp["baseline_mean_logprob"].get<double>(), ref.run(ids, {}, true).prompt_logprob_sum / (n - 1), 1e-4);
+  const json& heads = imp["heads"];
+  ASSERT_EQ(heads.size(), 40u);
+  for (size_t i = 1; i < heads.size(); ++i) EXPECT_GE(heads[i - 1]["drop"].get<double>(), heads[i]["drop"].get<double>());
+  const json& top = heads[0];
+  const double top_mean =
+      ref.run(ids, {{top["layer"].get<int32_t>(), top["head"].get<int32_t>()}}, true).prompt_logprob_sum / (n - 1);
+  EXPECT_NEAR(top["mean_logprob"].get<double>(), top_mean, 1e-4);
+  EXPECT_LE(imp["prunable_measured_drop"].get<double>(), 0.02);
+  for (const json& h : imp["prunable"]) EXPECT_TRUE(h.contains("layer") && h.contains("head"));
+  // The same prompt as ids answers the same.
+  const RawReply by_ids = http_call(port, "POST", "/v1/head_importance", json{{"prompt_token_ids", ids}, {"loss_budget", 0.02}}.dump());
+  ASSERT_EQ(by_ids.status, 200) << by_ids.body;
+  EXPECT_EQ(json::parse(by_ids.body)["heads"][0], top);
+
+  for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"prompt": "Once upon a time", "loss_budget": -1})", "loss_budget"},
+           {R"({"prompt": "Once upon a time", "loss_budget": "a lot"})", "loss_budget"},
+           {R"({"prompt": "Once upon a time", "budget": 1})", "budget"},
+           {R"({"prompt": 7})", "prompt"},
+           {R"({"prompt_token_ids": [1, -4]})", "prompt_token_ids[1]"},
+           {R"({})", "prompt"},
+           {R"([1, 2])", "body"}}) {
+    const RawReply bad = http_call(port, "POST", "/v1/head_importance", body);
+    EXPECT_EQ(bad.status, 400) << body << " -> " << bad.body;
+    EXPECT_NE(bad.body.find(field), std::string::npos) << body << " -> " << bad.body;
+  }
+  EXPECT_EQ(http_call(port, "GET", "/v1/head_importance").status, 405);
+  EXPECT_TRUE(alive(server));
+}
+
+// A client that goes away mid-call cancels the work and gives its inspection slot back: with one
+// slot, the next call is served, not refused.
+TEST(HttpHeadImportance, AClientThatGoesAwayGivesItsSlotBack) {
+  testing::ServerProcess server(with_http({"--model", slow_model(), "--set", "cache.num_blocks=512", "--set",
+                                           "server.max_inspect_calls=1", "--set", "server.inspect_max_tokens=512"}));
+  ASSERT_TRUE(server.started()) << server.log();
+  const int port = http_port_of(server);
+  ASSERT_GT(port, 0);
+  std::string words;
+  for (int i = 0; i < 120; ++i) words += "w" + std::to_string(i) + " ";
+  const std::string body = json{{"prompt", words}}.dump();
+  const int fd = testing::connect_from(port);
+  ASSERT_TRUE(testing::send_all(fd, "POST /v1/head_importance HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                    "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body));
+  std::this_thread::sleep_for(300ms);
+  // Still running: the one slot is taken.
+  const RawReply busy = http_call(port, "POST", "/v1/head_importance", R"({"prompt": "a b c"})");
+  EXPECT_EQ(busy.status, 429) << busy.body;
+  EXPECT_NE(busy.body.find("server.max_inspect_calls"), std::string::npos) << busy.body;
+  close(fd);
+  // The whole call takes ~11 s here; cancelled, the slot is back within a step or two.
+  RawReply next;
+  for (int i = 0; i < 50; ++i) {
+    next = http_call(port, "POST", "/v1/head_importance", R"({"prompt": "a b c"})");
+    if (next.status != 429) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(next.status, 200) << next.body << "\n" << server.log();
 }
 
 }  // namespace

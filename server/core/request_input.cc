@@ -27,4 +27,15 @@ int64_t deadline_ms_until(std::chrono::system_clock::time_point deadline) {
   return std::max<int64_t>(1, ms.count());
 }
 
+ServiceStatus inspection_prompt(const Tokenizer& tokenizer, int32_t max_tokens, const std::string& text,
+                                std::span<const int32_t> ids, std::vector<int32_t>* out) {
+  if (ServiceStatus st = resolve_prompt(text, ids, tokenizer, out); !st.ok()) return st;
+  if (out->size() < 2)
+    return {ServiceCode::kInvalidArgument, "prompt: at least 2 tokens are needed, got " + std::to_string(out->size())};
+  if (static_cast<int64_t>(out->size()) > max_tokens)
+    return {ServiceCode::kInvalidArgument, "prompt: " + std::to_string(out->size()) + " tokens; inspection takes at most " +
+                                               std::to_string(max_tokens) + " (server.inspect_max_tokens)"};
+  return {};
+}
+
 }  // namespace kvserve

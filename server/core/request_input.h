@@ -22,4 +22,9 @@ ServiceStatus resolve_prompt(const std::string& text, std::span<const int32_t> i
 // at least 1 ms, so a deadline already past still ends the request at the next step.
 int64_t deadline_ms_until(std::chrono::system_clock::time_point deadline);
 
+// The prompt of an inspection call: text or ids (exactly one), 2..max_tokens tokens
+// (server.inspect_max_tokens), into *out.
+ServiceStatus inspection_prompt(const Tokenizer& tokenizer, int32_t max_tokens, const std::string& text,
+                                std::span<const int32_t> ids, std::vector<int32_t>* out);
+
 }  // namespace kvserve

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "core/head_importance.h"
+#include "core/inspection.h"
 #include "core/json_body.h"
 #include "core/log_text.h"
 #include "core/request_input.h"
@@ -135,6 +137,16 @@ class CompletionStream final : public ResultSink {
 
 }  // namespace
 
+// A running POST /v1/head_importance: the job answers on the engine loop thread, into here, and
+// resumes the parked connection unless the call has already gone.
+struct InspectionReply {
+  std::mutex mu;
+  bool done = false;
+  unsigned status = 200;
+  std::string body;
+  MHD_Connection* connection = nullptr;  // null once the call is finished
+};
+
 struct HttpServer::Call {
   std::string method, url, body;
   bool too_big = false;
@@ -151,6 +163,10 @@ struct HttpServer::Call {
   bool registered = false;  // request_id is in the service's registry (for /abort and gRPC Abort)
   uint64_t engine_id = 0;
   bool streaming = false;
+  // A running head-importance job (POST /v1/head_importance) and its inspection slot.
+  std::shared_ptr<HeadImportanceJob> job;
+  std::shared_ptr<InspectionReply> inspection;
+  InspectionSlot slot;
 };
 
 namespace {
@@ -294,6 +310,14 @@ void HttpServer::stop() {
 }
 
 void HttpServer::finished(Call& call) {
+  if (call.inspection) {
+    {
+      std::lock_guard lock(call.inspection->mu);
+      call.inspection->connection = nullptr;
+    }
+    call.job->cancel();  // nothing if it is done
+    call.slot.release();
+  }
   if (call.registered) state_.request_ids().remove(call.tenant, call.request_id);
   call.registered = false;
   if (!call.stream) return;
@@ -331,6 +355,18 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     const auto [status, body] = call.stream->whole_reply();
     return reply(c, status, "application/json", body) == MHD_YES;
   }
+  // A parked head-importance call, resumed by its answer.
+  if (call.inspection) {
+    unsigned status;
+    std::string body;
+    {
+      std::lock_guard lock(call.inspection->mu);
+      if (!call.inspection->done) return true;  // a spurious resume: still the job's
+      status = call.inspection->status;
+      body = std::move(call.inspection->body);
+    }
+    return reply_logged(c, call, status, body);
+  }
   // A POST the workers have answered.
   if (call.working) {
     RouteOutcome out;
@@ -340,6 +376,7 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
       out = std::move(call.outcome);
       call.working = false;
     }
+    if (out.head_importance) return start_head_importance(c, call, std::move(*out.head_importance));
     if (!out.completion) return reply_logged(c, call, out.status, out.body);
     if (state_.shutting_down()) return refuse(c, call, {ServiceCode::kUnavailable, "the server is shutting down"});
     return start_completion(c, call, std::move(*out.completion), out.chat);
@@ -393,6 +430,7 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     RouteContext ctx{state_.engine().tokenizer(), state_.engine().chat_template(), options_.model_ids, m.max_model_len,
                      m.max_request_tokens};
     ctx.abort = [this, &call](const std::string& id) { return state_.abort(call.tenant, id); };
+    ctx.inspect_max_tokens = state_.inspect_max_tokens();
     RouteOutcome out = answer_post(call.url, call.body, ctx);
     {
       std::lock_guard lock(call.mu);
@@ -403,6 +441,41 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
     }
     MHD_resume_connection(c);
   });
+  return true;
+}
+
+bool HttpServer::start_head_importance(MHD_Connection* c, Call& call, HeadImportanceInput in) {
+  if (state_.shutting_down()) return refuse(c, call, {ServiceCode::kUnavailable, "the server is shutting down"});
+  if (ServiceStatus st = call.slot.take(state_); !st.ok()) return refuse(c, call, st);
+  auto reply = std::make_shared<InspectionReply>();
+  reply->connection = c;
+  // The slot goes back before the answer is sent, so the client's next call finds it free.
+  InspectionSlot* slot = &call.slot;
+  auto job = std::make_shared<HeadImportanceJob>(
+      state_, inspection_request(std::move(in.prompt), 0),
+      [reply, slot](const ServiceStatus& st, HeadImportanceResult& r) {
+        MHD_Connection* resume = nullptr;
+        {
+          std::lock_guard lock(reply->mu);
+          if (st.ok()) {
+            reply->body = json_text(head_importance_json(r));
+          } else {
+            const RouteOutcome error = error_outcome(st);
+            reply->status = error.status;
+            reply->body = error.body;
+          }
+          reply->done = true;
+          resume = reply->connection;
+          if (resume) slot->release();
+        }
+        if (resume) MHD_resume_connection(resume);
+      });
+  call.inspection = reply;
+  call.job = job;
+  MHD_suspend_connection(c);
+  // A client that goes away cancels the work; its engine requests stop at the next step.
+  if (call.conn) watch_.watch_reply(call.conn, [job] { job->cancel(); });
+  job->start(in.loss_budget);
   return true;
 }
 

@@ -3,7 +3,8 @@
 // engine's events resume it, so 256 concurrent streams need no thread each. Routes:
 // POST /v1/completions (streamed as Server-Sent Events or not), GET /v1/models, GET /health,
 // POST /v1/chat/completions (the model's chat template; chat.completion shapes), POST
-// /tokenize, /detokenize, /apply-template and /abort, GET /metrics. Auth, request ids (a
+// /tokenize, /detokenize, /apply-template and /abort, POST /v1/head_importance (the
+// head-importance workflow of server/core/head_importance.h), GET /metrics. Auth, request ids (a
 // client's X-Request-Id, abortable through either front end), draining, status mapping and
 // metrics come from the service state shared with gRPC (server/core/service_state.h).
 #pragma once
@@ -18,6 +19,7 @@
 #include "core/service_state.h"
 #include "http/connection_watch.h"
 #include "http/openai_api.h"
+#include "http/openai_routes.h"
 #include "http/work_pool.h"
 #include "runtime/engine.h"
 
@@ -60,6 +62,7 @@ class HttpServer {
 
  private:
   bool start_completion(MHD_Connection* c, Call& call, CompletionCall cc, bool chat);
+  bool start_head_importance(MHD_Connection* c, Call& call, HeadImportanceInput in);
   bool reply_logged(MHD_Connection* c, Call& call, unsigned status, const std::string& body);
   bool refuse(MHD_Connection* c, Call& call, const ServiceStatus& s);  // OpenAI's error object, logged
 

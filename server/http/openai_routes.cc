@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-RouteOutcome ok(const json& body) { return {200, json_text(body), std::nullopt, false}; }
+RouteOutcome ok(const json& body) { return {200, json_text(body), std::nullopt, false, std::nullopt}; }
 
 RouteOutcome tokenize(const json& body, const RouteContext& ctx) {
   if (!body.is_object() || !body.contains("prompt") || !body["prompt"].is_string())
@@ -68,6 +68,42 @@ RouteOutcome abort_request(const json& body, const RouteContext& ctx) {
   return ok({{"found", ctx.abort ? ctx.abort(id) : false}});
 }
 
+// {"prompt": "..." or "prompt_token_ids": [...], "loss_budget": 0.01}: HeadImportance's fields.
+RouteOutcome head_importance(const json& body, const RouteContext& ctx) {
+  if (!body.is_object()) return error_outcome({ServiceCode::kInvalidArgument, "body: must be a JSON object"});
+  for (const auto& [key, value] : body.items())
+    if (key != "prompt" && key != "prompt_token_ids" && key != "loss_budget")
+      return error_outcome({ServiceCode::kInvalidArgument, valid_utf8(key) + ": not a field of this call (prompt, prompt_token_ids, loss_budget)"});
+  std::string text;
+  std::vector<int32_t> ids;
+  if (auto it = body.find("prompt"); it != body.end()) {
+    if (!it->is_string()) return error_outcome({ServiceCode::kInvalidArgument, "prompt: expected a string"});
+    text = it->get<std::string>();
+  }
+  if (auto it = body.find("prompt_token_ids"); it != body.end()) {
+    if (!it->is_array()) return error_outcome({ServiceCode::kInvalidArgument, "prompt_token_ids: expected an array of token ids"});
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& t = (*it)[i];
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+        return error_outcome({ServiceCode::kInvalidArgument, "prompt_token_ids[" + std::to_string(i) + "]: expected a token id"});
+      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  }
+  HeadImportanceInput in;
+  in.loss_budget = kDefaultLossBudget;
+  if (auto it = body.find("loss_budget"); it != body.end() && !it->is_null()) {
+    if (!it->is_number()) return error_outcome({ServiceCode::kInvalidArgument, "loss_budget: expected a number"});
+    in.loss_budget = it->get<double>();
+    if (!(in.loss_budget >= 0.0 && in.loss_budget <= 100.0))
+      return error_outcome({ServiceCode::kInvalidArgument, "loss_budget: must be between 0 and 100"});
+  }
+  if (ServiceStatus st = inspection_prompt(ctx.tokenizer, ctx.inspect_max_tokens, text, ids, &in.prompt); !st.ok())
+    return error_outcome(st);
+  RouteOutcome out;
+  out.head_importance = std::move(in);
+  return out;
+}
+
 RouteOutcome completion(const json& body, const RouteContext& ctx, bool chat) {
   RouteOutcome out;
   out.chat = chat;
@@ -84,11 +120,26 @@ RouteOutcome completion(const json& body, const RouteContext& ctx, bool chat) {
 
 bool is_post_route(std::string_view url) {
   return url == "/v1/completions" || url == "/v1/chat/completions" || url == "/tokenize" || url == "/detokenize" ||
-         url == "/apply-template" || url == "/abort";
+         url == "/apply-template" || url == "/abort" || url == "/v1/head_importance";
 }
 
 RouteOutcome error_outcome(const ServiceStatus& s) {
-  return {http_status_of(s.code), json_text(openai_error(s)), std::nullopt, false};
+  return {http_status_of(s.code), json_text(openai_error(s)), std::nullopt, false, std::nullopt};
+}
+
+json head_importance_json(const HeadImportanceResult& r) {
+  json heads = json::array(), prunable = json::array();
+  for (const HeadDrop& h : r.heads)
+    heads.push_back({{"layer", h.layer}, {"head", h.head}, {"mean_logprob", h.mean_logprob}, {"drop", h.drop}});
+  for (const HeadRef& h : r.prunable) prunable.push_back({{"layer", h.layer}, {"head", h.head}});
+  return {{"object", "head_importance"},
+          {"n_tokens", r.n_tokens},
+          {"baseline_mean_logprob", r.baseline_mean_logprob},
+          {"loss_budget", r.loss_budget},
+          {"heads", std::move(heads)},
+          {"prunable", std::move(prunable)},
+          {"prunable_estimated_drop", r.prunable_estimated_drop},
+          {"prunable_measured_drop", r.prunable_measured_drop}};
 }
 
 RouteOutcome answer_post(std::string_view url, std::string_view text, const RouteContext& ctx) {
@@ -99,6 +150,7 @@ RouteOutcome answer_post(std::string_view url, std::string_view text, const Rout
     if (url == "/detokenize") return detokenize(body, ctx);
     if (url == "/apply-template") return templated(body, ctx);
     if (url == "/abort") return abort_request(body, ctx);
+    if (url == "/v1/head_importance") return head_importance(body, ctx);
     if (url == "/v1/completions") return completion(body, ctx, false);
     if (url == "/v1/chat/completions") return completion(body, ctx, true);
     return error_outcome({ServiceCode::kNotFound, "url: no such endpoint"});

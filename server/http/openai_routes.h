@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/head_importance.h"
 #include "http/openai_api.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -25,6 +26,13 @@ struct RouteContext {
   // POST /abort: cancels the caller's live request of that id, true if there was one (unset:
   // none is ever found).
   std::function<bool(const std::string& request_id)> abort = {};
+  int32_t inspect_max_tokens = 0;  // longest prompt POST /v1/head_importance takes
+};
+
+// POST /v1/head_importance, once valid: the prompt's ids and the loss budget (nats per token).
+struct HeadImportanceInput {
+  std::vector<int32_t> prompt;
+  double loss_budget = 0;
 };
 
 struct RouteOutcome {
@@ -32,6 +40,7 @@ struct RouteOutcome {
   std::string body;                          // JSON text, when there is nothing to start
   std::optional<CompletionCall> completion;  // the two completion routes, once valid
   bool chat = false;                         // completion came from /v1/chat/completions
+  std::optional<HeadImportanceInput> head_importance;  // POST /v1/head_importance, once valid
 };
 
 // The POST routes this answers.
@@ -42,5 +51,8 @@ RouteOutcome answer_post(std::string_view url, std::string_view body, const Rout
 
 // An error reply in OpenAI's shape.
 RouteOutcome error_outcome(const ServiceStatus& s);
+
+// POST /v1/head_importance's answer: the fields of gRPC's HeadImportanceResponse, same names.
+nlohmann::json head_importance_json(const HeadImportanceResult& r);
 
 }  // namespace kvserve

@@ -1,4 +1,4 @@
-#include "engine_fan_out.h"
+#include "core/engine_fan_out.h"
 
 namespace kvserve {
 

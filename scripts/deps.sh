@@ -27,15 +27,15 @@ KVSERVE_BUILD_PACKAGES=(
 #   python3-grpcio / python3-protobuf: the independent Python client in the end-to-end tests.
 #   clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz), run for a bounded time by test.sh.
 #   openssl: the TLS test makes its own certificate. python3-yaml: the Kubernetes manifest check.
-#   chromium: the head atlas page in a headless browser (tests/attention_report_browser_test.sh,
+#   chromium: the head atlas page in a headless browser (tests/tools/attention_report_browser_test.sh,
 #     driven by puppeteer-core, which that test fetches with npm into the build folder).
-#   curl: the HTTP API's error cases (tests/openai_client_test.sh). Node.js and npm, for the
+#   curl: the HTTP API's error cases (tests/tools/openai_client_test.sh). Node.js and npm, for the
 #   official `openai` npm client there, come with the machine (Node 20), not from this list.
 #   (npm, fetched by the test itself into the build folder: kubernetes-models and js-yaml for
-#   the Kubernetes manifest's schema check, tests/kubernetes_manifest_test.sh.)
+#   the Kubernetes manifest's schema check, tests/tools/kubernetes_manifest_test.sh.)
 #   python3-regex: Python's `regex` module, the independent runner of Llama 3's and Qwen2's
-#   pre-tokenizer patterns (tests/test_pre_tokenizer_regex.py). python3-jinja2: the reference
-#   renderer of chat templates on conversations not in shared/ (tests/test_chat_template_jinja2.py).
+#   pre-tokenizer patterns (tests/tools/test_pre_tokenizer_regex.py). python3-jinja2: the reference
+#   renderer of chat templates on conversations not in shared/ (tests/tools/test_chat_template_jinja2.py).
 KVSERVE_TEST_PACKAGES=(
   python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex python3-jinja2
   curl

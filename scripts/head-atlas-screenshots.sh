@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # docs/inspection.md's head atlas screenshots: kvserve-cli inspect --html --importance at 13 and 256 tokens
 # on stories260K and on the ~110M synthetic shape (Q8_0), each page checked as the browser test
-# checks it (tests/head_atlas_check.mjs) and photographed hovered in a 1,400 x 1,500 window.
+# checks it (tests/tools/head_atlas_check.mjs) and photographed hovered in a 1,400 x 1,500 window.
 # Writes docs/images/head-atlas-*.png; the 256-token ~110M page takes a few minutes (144 ablations).
 # Usage: scripts/head-atlas-screenshots.sh [SHARED_MODELS_DIR]
 set -euo pipefail
@@ -10,7 +10,7 @@ bin="${KVSERVE_BUILD_DIR:-$root/build}"
 models="${1:-$root/../shared/models}"
 chromium=$(command -v chromium)
 npm_dir="$bin/npm-puppeteer"
-. "$root/tests/head_atlas_lib.sh"
+. "$root/tests/tools/head_atlas_lib.sh"
 ensure_puppeteer
 export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-3000}"
 cmake --build "$bin" -j "$(nproc)" --target kvserve kvserve-cli kvserve-mkmodel > /dev/null

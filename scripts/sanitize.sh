@@ -2,7 +2,7 @@
 # Sanitizer builds of the test suite (RelWithDebInfo), each in a folder of its own:
 #   scripts/sanitize.sh [ctest args]           AddressSanitizer + UBSan, whole suite, build-asan/
 #   scripts/sanitize.sh --thread [ctest args]  ThreadSanitizer, the "concurrency" label (engine-level
-#                                              thread tests; why not the gRPC ones: tests/tsan.supp), build-tsan/
+#                                              thread tests; why not the gRPC ones: tests/support/tsan.supp), build-tsan/
 # Slow: not part of CI's run.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,7 +28,7 @@ else
   # affinity mask (not OMP_NUM_THREADS), so the tests run pinned to one CPU (below).
   export OMP_NUM_THREADS=1
   pin=(taskset -c 0)
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/support/tsan.supp"
 fi
 # -Werror off: GCC 12 reports maybe-uninitialized inside libstdc++ (std::regex, std::function)
 # under sanitizer instrumentation; the Release build in CI keeps warnings as errors.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The head atlas as a user gets it and looks at it: kvserve-cli inspect --html against a running
 # server, the page opened in headless Chromium (no network) by puppeteer-core and checked by
-# tests/head_atlas_check.mjs: size bound, every head in an overview that fits 1,400 px, each map
+# tests/tools/head_atlas_check.mjs: size bound, every head in an overview that fits 1,400 px, each map
 # drawn, hover read-outs against the server's float weights, a screenshot kept as an artefact.
 # Cases: stories260K at 16 and 256 tokens (importance measured), the ~110M synthetic shape in Q8_0
 # at 16 and 256 tokens, and a synthetic model of 32 x 32 = 1,024 heads at 16 tokens.

@@ -74,7 +74,7 @@ if [ -f "$models/quant/stories260K-q8_0.gguf" ]; then
   want=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["models"]["quant/stories260K-q8_0.dequant-f32.gguf"]["visible1"]["mean_logprob"])' "$models/reference-logprobs.json")
   got=$(sed -n 's/^mean log-probability: \(-[0-9.]*\) nats.*/\1/p' "$out/score2.txt")
   # The prompt runs on 8-bit activations (the integer GEMM, as llama.cpp's CPU path does): its
-  # mean within 0.01 of the exact arithmetic on the twin, the bound of tests/test_reference_logprobs.cc.
+  # mean within 0.01 of the exact arithmetic on the twin, the bound of tests/model/test_reference_logprobs.cc.
   awk -v a="$want" -v b="$got" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }' \
     || { echo "Q8_0 score $got, llama.cpp on the twin $want"; exit 1; }
 fi
@@ -122,7 +122,7 @@ printf 'Hello\nTell me a story\n' | "${cli[@]}" chat --http "127.0.0.1:$(cat "$o
 grep -q "request .* done (http /v1/chat/completions): prompt [0-9]* tokens, output 8 tokens" "$out/server.log" \
   || { tail -5 "$out/server.log"; exit 1; }
 # docs/api.md's Python example, exactly as written there (with this server's address).
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 text=$(/usr/bin/python3 "$root/clients/python/generate.py" --addr "$addr" --stubs "$bin/python" --max-tokens 8 \
   --temperature 0 "Once upon a time" 2> "$out/py.txt")
 [ "$text" = ", there was a little girl" ] || { echo "generate.py printed '$text'"; cat "$out/py.txt"; exit 1; }

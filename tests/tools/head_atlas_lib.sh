@@ -1,4 +1,4 @@
-# Shared by tests/attention_report_browser_test.sh and scripts/head-atlas-screenshots.sh; expects
+# Shared by tests/tools/attention_report_browser_test.sh and scripts/head-atlas-screenshots.sh; expects
 # bin, models, out, artifacts, npm_dir and chromium set (out/ existing before serve or atlas).
 
 # ensure_puppeteer: puppeteer-core (pinned) in npm_dir, and the page checker beside it.

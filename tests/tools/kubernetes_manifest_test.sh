@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# docs/kubernetes/kvserve.yaml: the structural checks (tests/test_kubernetes_manifest.py), then
+# docs/kubernetes/kvserve.yaml: the structural checks (tests/tools/test_kubernetes_manifest.py), then
 # every object against the Kubernetes API schemas (kubernetes-models from npm, pinned, installed
 # once into the build folder). Exit 77 (skipped) when npm cannot fetch it, unless REQUIRE is 1.
 # Usage: kubernetes_manifest_test.sh SOURCE_DIR BUILD_DIR REQUIRE(0|1)
 set -euo pipefail
 src="$1" build="$2" require="$3"
 manifest="$src/docs/kubernetes/kvserve.yaml"
-/usr/bin/python3 "$src/tests/test_kubernetes_manifest.py" "$manifest"
+/usr/bin/python3 "$src/tests/tools/test_kubernetes_manifest.py" "$manifest"
 # The embedded config passes the server's own validation: with a model that does not exist the
 # server gets as far as loading it (exit 1), where a config error would be exit 2.
 tmp=$(mktemp -d)
@@ -25,5 +25,5 @@ if [ ! -d "$npm_dir/node_modules/kubernetes-models" ]; then
     exit 77
   fi
 fi
-cp "$src/tests/kubernetes_schema_check.mjs" "$npm_dir/check.mjs"
+cp "$src/tests/tools/kubernetes_schema_check.mjs" "$npm_dir/check.mjs"
 node "$npm_dir/check.mjs" "$manifest"

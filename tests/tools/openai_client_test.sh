@@ -32,7 +32,7 @@ start open
 http="http://127.0.0.1:$(cat "$out/open.port.http")"
 expected=$("$build/engine/kvserve-generate" --model "$models/stories260K.gguf" --prompt "Once upon a time" \
   --max-tokens 12 --temperature 0 --ignore-eos 2> /dev/null)
-cp "$src/tests/openai_client_test.mjs" "$npm_dir/test.mjs"
+cp "$src/tests/tools/openai_client_test.mjs" "$npm_dir/test.mjs"
 node "$npm_dir/test.mjs" "$http/v1" stories260K "$expected" 5 12
 
 code() { curl -s -o "$out/body" -w "%{http_code}" "$@"; }

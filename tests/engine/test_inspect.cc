@@ -11,7 +11,6 @@
 #include "inspect/head_scores.h"
 #include "model/synthetic.h"
 #include "reference_decoder.h"
-#include "reference_llama.h"
 #include "test_support.h"
 
 namespace kvserve {
@@ -21,7 +20,7 @@ using testing::collect;
 using testing::greedy_request;
 using testing::Outcome;
 using testing::ReferenceDecoder;
-using testing::ReferenceLlama;
+using testing::ReferenceDecoder;
 using testing::shared_model;
 
 EngineOptions small_steps(const std::string& model) {
@@ -61,7 +60,7 @@ TEST(Inspect, CapturedAttentionIsCausalNormalisedAndMatchesFloat64) {
   ASSERT_EQ(a.n_tokens, n);
 
   GgufFile file(shared_model("stories260K.gguf"));
-  ReferenceLlama ref(file);
+  ReferenceDecoder ref(file);
   const auto want = ref.run(prompt).probs;
   double worst = 0.0;
   for (int32_t l = 0; l < a.n_layer; ++l) {
@@ -148,7 +147,7 @@ TEST(Inspect, PromptScoreAndAblationMatchTheReferenceAndStayPerRequest) {
   Engine engine(o);
   const std::vector<int32_t> prompt = story_prompt(engine);
   GgufFile file(shared_model("stories260K.gguf"));
-  ReferenceLlama ref(file);
+  ReferenceDecoder ref(file);
 
   auto scored = [&](std::vector<HeadRef> ablate) {
     Request r = greedy_request(prompt, 1);
@@ -158,11 +157,11 @@ TEST(Inspect, PromptScoreAndAblationMatchTheReferenceAndStayPerRequest) {
   };
   const Completion base = scored({});
   EXPECT_EQ(base.prompt_logprob_count, static_cast<int32_t>(prompt.size()) - 1);
-  EXPECT_NEAR(base.prompt_logprob_sum, ref.run(prompt, {}, true).prompt_logprob_sum, 1e-3);
+  EXPECT_NEAR(base.prompt_logprob_sum, ref.run(prompt).prompt_logprob_sum, 1e-3);
   EXPECT_EQ(scored({}).prompt_logprob_sum, base.prompt_logprob_sum) << "not reproducible";
 
   const Completion ablated = scored({{1, 3}, {4, 0}});
-  EXPECT_NEAR(ablated.prompt_logprob_sum, ref.run(prompt, {{1, 3}, {4, 0}}, true).prompt_logprob_sum, 1e-3);
+  EXPECT_NEAR(ablated.prompt_logprob_sum, ref.run(prompt, {{1, 3}, {4, 0}}).prompt_logprob_sum, 1e-3);
   EXPECT_GT(std::abs(ablated.prompt_logprob_sum - base.prompt_logprob_sum), 1e-3);
 
   // Normal requests running beside ablated ones (same prompt, prefix caching on) keep their

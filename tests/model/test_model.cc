@@ -8,7 +8,7 @@
 #include "model/decoder_model.h"
 #include "model/synthetic.h"
 #include "model_runner.h"
-#include "reference_llama.h"
+#include "reference_decoder.h"
 #include "test_support.h"
 #include "text/tokenizer.h"
 
@@ -16,7 +16,7 @@ namespace kvserve {
 namespace {
 
 using testing::ModelRunner;
-using testing::ReferenceLlama;
+using testing::ReferenceDecoder;
 using testing::RunSeq;
 using testing::shared_model;
 
@@ -39,7 +39,7 @@ void expect_matches_reference(const std::string& path, const std::vector<int32_t
   // the reference does the same, and the tolerance allows for F32 against float64 accumulation
   // moving an input across a BF16 rounding boundary now and then.
   const bool bf16 = model.hparams().held_as == TensorType::kBF16;
-  ReferenceLlama ref(file, bf16);
+  ReferenceDecoder ref(file, bf16);
   if (bf16) tol = std::max(tol, 1e-3);
   ModelRunner runner(model, 8, 64, 3);
   RunSeq s{prompt, BlockTable(8), 0};

@@ -16,7 +16,7 @@
 #include "http_raw_client.h"
 #include "gguf/gguf.h"
 #include "model/synthetic.h"
-#include "reference_llama.h"
+#include "reference_decoder.h"
 #include "text/tokenizer.h"
 #include "server_process.h"
 #include "test_support.h"
@@ -484,17 +484,17 @@ TEST(HttpHeadImportance, AnswersAsTheReferenceDecoderScoresAndRefusesBadInput) {
   Tokenizer tok(file);
   const std::vector<int32_t> ids = tok.encode(text, true);
   const int n = static_cast<int>(ids.size());
-  testing::ReferenceLlama ref(file);
+  testing::ReferenceDecoder ref(file);
   EXPECT_EQ(imp["object"], "head_importance");
   EXPECT_EQ(imp["n_tokens"], n - 1);
   EXPECT_EQ(imp["loss_budget"], 0.02);
-  EXPECT_NEAR(imp["baseline_mean_logprob"].get<double>(), ref.run(ids, {}, true).prompt_logprob_sum / (n - 1), 1e-4);
+  EXPECT_NEAR(imp["baseline_mean_logprob"].get<double>(), ref.run(ids).prompt_logprob_sum / (n - 1), 1e-4);
   const json& heads = imp["heads"];
   ASSERT_EQ(heads.size(), 40u);
   for (size_t i = 1; i < heads.size(); ++i) EXPECT_GE(heads[i - 1]["drop"].get<double>(), heads[i]["drop"].get<double>());
   const json& top = heads[0];
   const double top_mean =
-      ref.run(ids, {{top["layer"].get<int32_t>(), top["head"].get<int32_t>()}}, true).prompt_logprob_sum / (n - 1);
+      ref.run(ids, {{top["layer"].get<int32_t>(), top["head"].get<int32_t>()}}).prompt_logprob_sum / (n - 1);
   EXPECT_NEAR(top["mean_logprob"].get<double>(), top_mean, 1e-4);
   EXPECT_LE(imp["prunable_measured_drop"].get<double>(), 0.02);
   for (const json& h : imp["prunable"]) EXPECT_TRUE(h.contains("layer") && h.contains("head"));

@@ -13,7 +13,7 @@
 #include "kvserve.grpc.pb.h"
 #include "model/decoder_model.h"
 #include "model_runner.h"
-#include "reference_llama.h"
+#include "reference_decoder.h"
 #include "server_process.h"
 #include "test_support.h"
 #include "text/tokenizer.h"
@@ -385,7 +385,7 @@ TEST_F(ServerE2E, InspectAttentionAndHeadImportanceBesideNormalTraffic) {
   const int n = static_cast<int>(ids.size());
   EXPECT_EQ(std::vector<int32_t>(inspect.token_ids().begin(), inspect.token_ids().end()), ids);
   ASSERT_EQ(inspect.heads_size(), 5 * 8);
-  testing::ReferenceLlama ref(file);
+  testing::ReferenceDecoder ref(file);
   const auto want = ref.run(ids).probs;
   for (const auto& h : inspect.heads()) {
     ASSERT_EQ(h.weights_size(), n * (n + 1) / 2);
@@ -409,12 +409,12 @@ TEST_F(ServerE2E, InspectAttentionAndHeadImportanceBesideNormalTraffic) {
   pb::HeadImportanceResponse imp;
   ASSERT_TRUE(stub_->HeadImportance(&ctx2, hr, &imp).ok());
   EXPECT_EQ(imp.n_tokens(), n - 1);
-  EXPECT_NEAR(imp.baseline_mean_logprob(), ref.run(ids, {}, true).prompt_logprob_sum / (n - 1), 1e-4);
+  EXPECT_NEAR(imp.baseline_mean_logprob(), ref.run(ids).prompt_logprob_sum / (n - 1), 1e-4);
   ASSERT_EQ(imp.heads_size(), 40);
   for (int i = 1; i < imp.heads_size(); ++i) EXPECT_GE(imp.heads(i - 1).drop(), imp.heads(i).drop());
   // The top head, checked against the reference with that head zeroed.
   const auto& top = imp.heads(0);
-  const double top_mean = ref.run(ids, {{top.layer(), top.head()}}, true).prompt_logprob_sum / (n - 1);
+  const double top_mean = ref.run(ids, {{top.layer(), top.head()}}).prompt_logprob_sum / (n - 1);
   EXPECT_NEAR(top.mean_logprob(), top_mean, 1e-4);
   EXPECT_GT(top.drop(), 0.0);
   EXPECT_LE(imp.prunable_measured_drop(), 0.02);

@@ -1,16 +1,21 @@
-// An independent, deliberately naive forward pass in double precision for the architectures of
-// ../shared/models/arch (llama with rope_freqs, qwen2, phi3, gemma2, gpt2, qwen3, gemma3), written from the
-// models' published definitions: dense causal attention recomputed for the whole sequence, no
-// cache, no kernels, no ArchSpec. It reads weights straight from the GGUF file (F32 only) and
-// shares no code with DecoderModel. GELU is the tanh form with its input and output rounded to
-// half precision, as llama.cpp's CPU backend (the reference of these models) computes it.
+// The tests' one independent forward pass: deliberately naive, in double precision, for the
+// architectures of ../shared/models (llama, with rope_freqs or not, qwen2, phi3, gemma2, gpt2,
+// qwen3, gemma3), written from the models' published definitions: dense causal attention
+// recomputed for the whole sequence, no cache, no kernels, no ArchSpec. It reads weights
+// straight from the GGUF file (F32, F16 or BF16) and shares no code with DecoderModel. GELU is
+// the tanh form with its input and output rounded to half precision, as llama.cpp's CPU backend
+// (the reference of these models) computes it. For the inspection tests it also reports each
+// head's attention and zeroes chosen heads' outputs before the output projection.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "codecs/convert.h"
 #include "gguf/gguf.h"
 
 namespace kvserve::testing {
@@ -20,7 +25,10 @@ class ReferenceDecoder {
   int layers() const { return layers_; }
   int heads() const { return heads_; }
 
-  explicit ReferenceDecoder(const GgufFile& f) : f_(f), arch_(f.get("general.architecture").as_string("")) {
+  // bf16_inputs: round every matrix product's input vector to BF16 first (round to nearest even),
+  // as a model whose weights are held and multiplied in BF16 does; everything else stays float64.
+  explicit ReferenceDecoder(const GgufFile& f, bool bf16_inputs = false)
+      : f_(f), arch_(f.get("general.architecture").as_string("")), bf16_inputs_(bf16_inputs) {
     auto geti = [&](const std::string& k, int fallback) {
       return f.has(arch_ + "." + k) ? static_cast<int>(f.get(arch_ + "." + k).as_int(k)) : fallback;
     };
@@ -50,19 +58,38 @@ class ReferenceDecoder {
   std::vector<double> logprobs(const std::vector<int32_t>& tokens) const {
     std::vector<double> out;
     const auto logits = forward(tokens);
-    for (size_t t = 0; t + 1 < tokens.size(); ++t) {
-      const double mx = *std::max_element(logits[t].begin(), logits[t].end());
-      double sum = 0;
-      for (double z : logits[t]) sum += std::exp(z - mx);
-      out.push_back(logits[t][tokens[t + 1]] - mx - std::log(sum));
-    }
+    for (size_t t = 0; t + 1 < tokens.size(); ++t) out.push_back(logprob(logits[t], tokens[t + 1]));
     return out;
   }
 
+  int vocab() const { return vocab_; }
+
+  // What one run reports (the inspection tests' view).
+  struct Run {
+    std::vector<double> last_logits;
+    std::vector<std::vector<double>> probs;  // [layer·heads + head] → [T·T] attention, row-major
+    double prompt_logprob_sum = 0.0;         // Σ log p(tokens[t+1] | tokens[..t])
+  };
+  // ablate: (layer, head) pairs whose attention output is zeroed before the output projection.
+  Run run(const std::vector<int32_t>& tokens, const std::vector<std::pair<int, int>>& ablate = {}) const {
+    Run r;
+    const auto logits = forward(tokens, &r.probs, ablate);
+    for (size_t t = 0; t + 1 < tokens.size(); ++t) r.prompt_logprob_sum += logprob(logits[t], tokens[t + 1]);
+    r.last_logits = logits.back();
+    return r;
+  }
+  // Logits after the last token of `tokens`.
+  std::vector<double> last_logits(const std::vector<int32_t>& tokens) const {
+    return forward(tokens, nullptr, {}, /*last_only=*/true).back();
+  }
+
   // Logits after every token. `probs`, when given, receives each head's attention probabilities:
-  // (*probs)[layer * heads + head][t * T + u], zero where u is above the diagonal or outside a window.
+  // (*probs)[layer * heads + head][t * T + u], zero where u is above the diagonal or outside a
+  // window; `ablate` as run()'s; last_only: the last token's logits alone.
   std::vector<std::vector<double>> forward(const std::vector<int32_t>& tokens,
-                                           std::vector<std::vector<double>>* probs = nullptr) const {
+                                           std::vector<std::vector<double>>* probs = nullptr,
+                                           const std::vector<std::pair<int, int>>& ablate = {},
+                                           bool last_only = false) const {
     const int T = static_cast<int>(tokens.size()), kvd = kv_heads_ * hd_, qd = heads_ * hd_;
     const bool gpt2 = arch_ == "gpt2", phi3 = arch_ == "phi3", gemma3 = arch_ == "gemma3";
     const bool gemma2 = arch_ == "gemma2" || gemma3;  // what Gemma 3 shares with Gemma 2
@@ -131,6 +158,7 @@ class ReferenceDecoder {
           for (int u = first; u <= t; ++u) sum += (s[u] = std::exp(s[u] - mx));
           if (probs)
             for (int u = first; u <= t; ++u) (*probs)[static_cast<size_t>(l) * heads_ + h][static_cast<size_t>(t) * T + u] = s[u] / sum;
+          if (std::find(ablate.begin(), ablate.end(), std::make_pair(l, h)) != ablate.end()) continue;
           for (int u = first; u <= t; ++u)
             for (int i = 0; i < hd_; ++i) att[h * hd_ + i] += s[u] / sum * v[u][kh * hd_ + i];
         }
@@ -162,7 +190,7 @@ class ReferenceDecoder {
     }
     const std::string out_name = f_.find_tensor("output.weight") ? "output" : "token_embd";
     std::vector<std::vector<double>> logits;
-    for (int t = 0; t < T; ++t) {
+    for (int t = last_only ? T - 1 : 0; t < T; ++t) {
       auto z = linear(out_name, norm(x[t], "output_norm"), vocab_);
       if (final_cap_ > 0)
         for (double& e : z) e = final_cap_ * std::tanh(e / final_cap_);
@@ -172,14 +200,28 @@ class ReferenceDecoder {
   }
 
  private:
+  static double logprob(const std::vector<double>& logits, int32_t token) {
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (double z : logits) sum += std::exp(z - mx);
+    return logits[token] - mx - std::log(sum);
+  }
   std::vector<double> w(const std::string& name) const {
     const GgufTensorInfo& t = f_.tensor(name);
-    EXPECT_EQ(t.type, TensorType::kF32) << name;
-    const float* p = static_cast<const float*>(f_.tensor_data(t));
-    return std::vector<double>(p, p + t.n_elements());
+    EXPECT_TRUE(t.type == TensorType::kF32 || t.type == TensorType::kF16 || t.type == TensorType::kBF16) << name;
+    std::vector<double> out(t.n_elements());
+    const void* p = f_.tensor_data(t);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (t.type == TensorType::kF32) out[i] = static_cast<const float*>(p)[i];
+      else if (t.type == TensorType::kF16) out[i] = fp16_to_fp32(static_cast<const uint16_t*>(p)[i]);
+      else out[i] = bf16_to_fp32(static_cast<const uint16_t*>(p)[i]);
+    }
+    return out;
   }
   // W·x (+ bias where the file has one); W of `name`.weight is [rows, x.size()].
-  std::vector<double> linear(const std::string& name, const std::vector<double>& x, int rows) const {
+  std::vector<double> linear(const std::string& name, std::vector<double> x, int rows) const {
+    if (bf16_inputs_)
+      for (double& e : x) e = bf16_to_fp32(fp32_to_bf16(static_cast<float>(e)));
     const auto m = w(name + ".weight");
     const int cols = static_cast<int>(x.size());
     std::vector<double> y(rows, 0.0);
@@ -236,6 +278,7 @@ class ReferenceDecoder {
 
   const GgufFile& f_;
   std::string arch_;
+  bool bf16_inputs_ = false;
   int d_, layers_, heads_, kv_heads_, ff_, hd_, rot_, vocab_, window_;
   double base_, eps_, attn_cap_, final_cap_, base_local_ = 10000.0, linear_ = 1.0;
   int period_ = 6;

@@ -42,9 +42,6 @@ class InferenceService final : public v1::Inference::CallbackService {
   ServerMetrics& metrics() { return state_.metrics(); }
   RequestRegistry& request_ids() { return state_.request_ids(); }
   int32_t inspect_max_tokens() const { return state_.inspect_max_tokens(); }
-  int32_t max_inspect_calls() const { return state_.max_inspect_calls(); }
-  bool begin_inspection() { return state_.begin_inspection(); }
-  void end_inspection() { state_.end_inspection(); }
   bool shutting_down() const { return state_.shutting_down(); }
   void stream_started() { state_.stream_started(); }
   void stream_done() { state_.stream_done(); }

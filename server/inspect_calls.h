@@ -3,8 +3,6 @@
 // when they are all done, and cancelling the call cancels them.
 #pragma once
 
-#include <atomic>
-
 #include <memory>
 
 #include "core/engine_fan_out.h"

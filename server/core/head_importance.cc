@@ -5,8 +5,7 @@
 namespace kvserve {
 
 void HeadImportanceJob::start(double loss_budget) {
-  if (!(loss_budget >= 0.0 && loss_budget <= 100.0))
-    return finish({ServiceCode::kInvalidArgument, "loss_budget: must be between 0 and 100"});
+  if (ServiceStatus st = check_loss_budget(loss_budget); !st.ok()) return finish(st);
   result_.loss_budget = loss_budget;
   base_.inspect.score_prompt = true;
   // The baseline, then every head zeroed on its own.

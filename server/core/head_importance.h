@@ -31,6 +31,12 @@ struct HeadImportanceResult {
 // The default loss budget, nats per token.
 constexpr double kDefaultLossBudget = 0.01;
 
+// A loss budget must lie in [0, 100] nats per token (INVALID_ARGUMENT naming loss_budget).
+inline ServiceStatus check_loss_budget(double budget) {
+  if (budget >= 0.0 && budget <= 100.0) return {};
+  return {ServiceCode::kInvalidArgument, "loss_budget: must be between 0 and 100"};
+}
+
 class HeadImportanceJob : public std::enable_shared_from_this<HeadImportanceJob> {
  public:
   using Finished = std::function<void(const ServiceStatus& status, HeadImportanceResult& result)>;

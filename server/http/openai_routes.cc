@@ -94,8 +94,7 @@ RouteOutcome head_importance(const json& body, const RouteContext& ctx) {
   if (auto it = body.find("loss_budget"); it != body.end() && !it->is_null()) {
     if (!it->is_number()) return error_outcome({ServiceCode::kInvalidArgument, "loss_budget: expected a number"});
     in.loss_budget = it->get<double>();
-    if (!(in.loss_budget >= 0.0 && in.loss_budget <= 100.0))
-      return error_outcome({ServiceCode::kInvalidArgument, "loss_budget: must be between 0 and 100"});
+    if (ServiceStatus st = check_loss_budget(in.loss_budget); !st.ok()) return error_outcome(st);
   }
   if (ServiceStatus st = inspection_prompt(ctx.tokenizer, ctx.inspect_max_tokens, text, ids, &in.prompt); !st.ok())
     return error_outcome(st);

@@ -115,11 +115,14 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
   }
   if (packed && packed_parts == 0) GTEST_SKIP() << "no part of this case is held as panels at this level";
   QuantMatrix m(ctx, parts, n_in, int8);
-  // Whether the plan takes part p's product at `rows` rows on the integer path (every height on
-  // AVX-512; decode heights on the AVX2 levels).
-  auto part_int8 = [&](size_t p, int64_t rows) {
-    return is_int8_path(plan_matmul(*ctx.kernels, static_cast<uint32_t>(c.parts[p]),
-                                    {.n_in = n_in, .m = rows, .panels = parts[p].panels, .int8_activations = int8}));
+  // Whether the plan takes each part's product at `rows` rows on the integer path (every height
+  // on AVX-512; decode heights on the AVX2 levels).
+  auto parts_int8 = [&](int64_t rows) {
+    std::vector<bool> out;
+    for (size_t p = 0; p < c.parts.size(); ++p)
+      out.push_back(is_int8_path(plan_matmul(*ctx.kernels, static_cast<uint32_t>(c.parts[p]),
+                                             {.n_in = n_in, .m = rows, .panels = parts[p].panels, .int8_activations = int8})));
+    return out;
   };
   const int64_t n_out = m.n_out();
   ASSERT_EQ(n_out, rows_per_part * static_cast<int64_t>(c.parts.size()));
@@ -129,6 +132,7 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
     std::vector<float> x(rp * n_in), base(rp * n_out);
     for (float& v : x) v = U(rng);
     for (float& v : base) v = U(rng);
+    const std::vector<bool> part_int8 = parts_int8(rows);
     for (bool accumulate : {false, true}) {
       std::vector<float> y = base;
       m.forward(x.data(), rows, y.data(), accumulate);
@@ -137,7 +141,7 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < n_out; ++o) {
           const int64_t part = o / rows_per_part;
-          const std::vector<float>& xr = part_int8(static_cast<size_t>(part), rows) ? xq[part] : x;
+          const std::vector<float>& xr = part_int8[static_cast<size_t>(part)] ? xq[part] : x;
           double ref = accumulate ? base[r * n_out + o] : 0.0, mag = 0.0;
           for (int64_t i = 0; i < n_in; ++i) {
             ref += double(xr[r * n_in + i]) * w[o * n_in + i];

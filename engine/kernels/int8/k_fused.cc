@@ -151,7 +151,7 @@ void fused_group(const uint8_t* w, int64_t row_bytes, int rows, const KRow* x, i
     }
   }
   for (int m = 0; m < M; ++m)
-    for (int g = 0; g < rows; ++g) out[m * int8::kFusedGroupRows + g] = _mm512_reduce_add_ps(acc[m][g]) - reduce4(acc_min[m][g]);
+    for (int g = 0; g < rows; ++g) out[m * kRows + g] = _mm512_reduce_add_ps(acc[m][g]) - reduce4(acc_min[m][g]);
 }
 
 template <Kind kKind>

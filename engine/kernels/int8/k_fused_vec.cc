@@ -149,7 +149,7 @@ void group(const uint8_t* w, int64_t row_bytes, int rows, const Row* x, int64_t 
     }
   }
   for (int m = 0; m < M; ++m)
-    for (int g = 0; g < rows; ++g) out[m * int8::kFusedGroupRows + g] = vec::sum(acc[m][g]) - mins[m][g];
+    for (int g = 0; g < rows; ++g) out[m * kRows + g] = vec::sum(acc[m][g]) - mins[m][g];
 }
 
 template <Kind kKind>

@@ -178,6 +178,4 @@ inline I k_levels(const uint8_t* block, int c) {
   }
 }
 
-inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
-
 }  // namespace kvserve::KVSERVE_KERNEL_NS::vec

@@ -62,6 +62,4 @@ inline I levels(const quant::BlockQ4_1* b) { return levels::q4_1_pair(b); }
 inline I levels(const quant::BlockQ5_1* b) { return levels::q5_1_pair(b); }
 inline I levels(const quant::BlockIQ4_NL* b) { return levels::iq4_nl_pair(b); }
 
-inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
-
 }  // namespace kvserve::KVSERVE_KERNEL_NS::vec

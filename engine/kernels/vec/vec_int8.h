@@ -19,7 +19,6 @@
 //   levels(b)              kBlocks blocks of a 32-value type (int8/block32.h) as unsigned levels
 //                          in value order: the level plus the type's offset, or the level alone
 //                          for the types with a minimum
-//   prefetch(p)            into L1
 #pragma once
 
 #if KVSERVE_HAS_AVX512

@@ -15,6 +15,7 @@
 namespace kvserve {
 
 struct KernelTable;
+struct QuantMatmulArgs;
 
 // How a type's blocks meet 8-bit activations: kBlock32 blocks of 32 values with one scale (the
 // activations rounded per 32, as llama.cpp's Q8_0), kBlockK super-blocks of 256 with sub-block
@@ -36,8 +37,20 @@ enum class MatmulPath : uint8_t {
   kOnednn,         // oneDNN's matmul (F32, BF16)
 };
 
-// One tensor type at one kernel level: the facts its kernels and the plan read (ggml keeps the
-// same per type in type_traits_cpu). Each level has one table of them (matmul_type_row).
+// A type's integer kernels at one level (kernels/int8/int8_matmul.h), null where the level has
+// none: quant_matmul runs the one plan_matmul picks, pack_panels the packer.
+struct Int8Kernels {
+  void (*fused)(const QuantMatmulArgs& a) = nullptr;   // kQ32Fused, kKFused
+  void (*gemm)(const QuantMatmulArgs& a) = nullptr;    // kQ32Gemm, kKGemm
+  void (*packed)(const QuantMatmulArgs& a) = nullptr;  // kQ32Packed, kKPacked
+  // w: [rows, row_bytes] in the type's blocks (rows a multiple of 16), rewritten as packed panels.
+  void (*pack)(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) = nullptr;
+};
+
+// One tensor type at one kernel level: the facts its kernels and the plan read, and the kernels
+// themselves (ggml keeps the same per type in type_traits_cpu). Each level has one table of them
+// (matmul_type_row); the flags say what the plan may choose, the kernels are what it then runs
+// (test_matmul_plan checks that they agree).
 struct MatmulTypeRow {
   TensorType type = TensorType::kF32;
   MatmulFamily family = MatmulFamily::kFloat;
@@ -50,6 +63,7 @@ struct MatmulTypeRow {
   bool packs = false;            // a packed-panel layout and its product here
   bool packs_need_gfni = false;  // the packed panels are unpacked with GFNI instructions
   bool f16_rows = false;         // the F16 1-4 row kernel
+  Int8Kernels int8_kernels{};
 };
 
 // The CPU extensions the plan depends on beyond the kernel level.

@@ -1,7 +1,7 @@
 // This level's row of kernel facts for each tensor type it multiplies (kernels/matmul_plan.h's
-// MatmulTypeRow): the family, the fastest exact decoder, and which integer, packed and F16
-// kernels the level has. The one place that lists types for the matmul kernels; a new type is a
-// row here (and its decoder), plus its kernels where it pays.
+// MatmulTypeRow): the family, the fastest exact decoder, which integer, packed and F16 kernels
+// the level has, and the integer kernels themselves. The one place that lists types for the
+// matmul kernels; a new type is a row here (and its decoder), plus its kernels where it pays.
 #include "kernels/matmul_plan.h"
 
 #include "kernels/intrinsics.h"
@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "codecs/tensor_types.h"
+#include "kernels/int8/int8_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
 #include "codecs/quant_decode.h"  // this level's copies of the decoders
@@ -195,13 +196,33 @@ constexpr bool kVecInt8 = KVSERVE_HAS_VEC_INT8 != 0;
 // The block types have fused integer kernels at every level with the vector layer
 // (kernels/vec/vec_int8.h); on AVX-512 levels also the panel GEMMs and packed panels, whose
 // kernels need VNNI at run time (Q6_K's panels GFNI too: matmul_plan.cc).
+template <class T>
 constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*, int64_t)) {
-  return {.type = t, .family = MatmulFamily::kBlock32, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
-          .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512};
+  MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlock32, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
+                  .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512};
+#if KVSERVE_HAS_VEC_INT8
+  r.int8_kernels.fused = &q32_fused<T>;
+#endif
+#if KVSERVE_HAS_AVX512
+  r.int8_kernels.gemm = &q32_gemm<T>;
+  r.int8_kernels.packed = &q32_packed<T>;
+  r.int8_kernels.pack = &q32_pack<T>;
+#endif
+  return r;
 }
+template <krows::Kind K>
 constexpr MatmulTypeRow block_k(TensorType t, void (*decode)(const void*, float*, int64_t), bool gfni = false) {
-  return {.type = t, .family = MatmulFamily::kBlockK, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
-          .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512, .packs_need_gfni = gfni};
+  MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlockK, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
+                  .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512, .packs_need_gfni = gfni};
+#if KVSERVE_HAS_VEC_INT8
+  r.int8_kernels.fused = &k_fused<K>;
+#endif
+#if KVSERVE_HAS_AVX512
+  r.int8_kernels.gemm = &k_gemm<K>;
+  r.int8_kernels.packed = &k_packed<K>;
+  r.int8_kernels.pack = &k_pack<K>;
+#endif
+  return r;
 }
 
 #if KVSERVE_HAS_AVX512
@@ -215,17 +236,17 @@ const std::array kRows = {
     MatmulTypeRow{.type = TensorType::kF16, .family = MatmulFamily::kFloat, .decode = decode_f16,
                   .packs = kAvx512, .f16_rows = kAvx512},
     MatmulTypeRow{.type = TensorType::kBF16, .family = MatmulFamily::kFloat, .decode = decode_bf16},
-    block32(TensorType::kQ8_0, KVS_FAST(fast_q8_0, quant::decode_q8_0)),
-    block32(TensorType::kQ4_0, KVS_FAST(fast_q4_0, quant::decode_q4_0)),
-    block32(TensorType::kQ4_1, quant::decode_q4_1),
-    block32(TensorType::kQ5_0, quant::decode_q5_0),
-    block32(TensorType::kQ5_1, quant::decode_q5_1),
-    block32(TensorType::kIQ4_NL, KVS_FAST(fast_iq4_nl, quant::decode_iq4_nl)),
-    block_k(TensorType::kQ2_K, KVS_FAST(fast_q2_k, quant::decode_q2_k)),
-    block_k(TensorType::kQ3_K, KVS_FAST(fast_q3_k, quant::decode_q3_k)),
-    block_k(TensorType::kQ4_K, KVS_FAST(fast_q4_k, quant::decode_q4_k)),
-    block_k(TensorType::kQ5_K, KVS_FAST(fast_q5_k, quant::decode_q5_k)),
-    block_k(TensorType::kQ6_K, KVS_FAST(fast_q6_k, quant::decode_q6_k), /*gfni=*/true),
+    block32<int8_types::TypeQ8_0>(TensorType::kQ8_0, KVS_FAST(fast_q8_0, quant::decode_q8_0)),
+    block32<int8_types::TypeQ4_0>(TensorType::kQ4_0, KVS_FAST(fast_q4_0, quant::decode_q4_0)),
+    block32<int8_types::TypeQ4_1>(TensorType::kQ4_1, quant::decode_q4_1),
+    block32<int8_types::TypeQ5_0>(TensorType::kQ5_0, quant::decode_q5_0),
+    block32<int8_types::TypeQ5_1>(TensorType::kQ5_1, quant::decode_q5_1),
+    block32<int8_types::TypeIQ4_NL>(TensorType::kIQ4_NL, KVS_FAST(fast_iq4_nl, quant::decode_iq4_nl)),
+    block_k<krows::Kind::kQ2K>(TensorType::kQ2_K, KVS_FAST(fast_q2_k, quant::decode_q2_k)),
+    block_k<krows::Kind::kQ3K>(TensorType::kQ3_K, KVS_FAST(fast_q3_k, quant::decode_q3_k)),
+    block_k<krows::Kind::kQ4K>(TensorType::kQ4_K, KVS_FAST(fast_q4_k, quant::decode_q4_k)),
+    block_k<krows::Kind::kQ5K>(TensorType::kQ5_K, KVS_FAST(fast_q5_k, quant::decode_q5_k)),
+    block_k<krows::Kind::kQ6K>(TensorType::kQ6_K, KVS_FAST(fast_q6_k, quant::decode_q6_k), /*gfni=*/true),
 };
 #undef KVS_FAST
 

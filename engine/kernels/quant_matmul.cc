@@ -173,10 +173,9 @@ void quant_matmul(const QuantMatmulArgs& a) {
   }
   switch (path) {
     case MatmulPath::kF16Packed: f16_panels_matmul(a); return;
-    case MatmulPath::kQ32Fused: q32_fused(a); return;
-    case MatmulPath::kQ32Gemm: q32_gemm(a); return;
-    case MatmulPath::kQ32Packed: q32_packed(a); return;
-    case MatmulPath::kKFused: case MatmulPath::kKGemm: case MatmulPath::kKPacked: k_int8(a, path); return;
+    case MatmulPath::kQ32Fused: case MatmulPath::kKFused: row.int8_kernels.fused(a); return;
+    case MatmulPath::kQ32Gemm: case MatmulPath::kKGemm: row.int8_kernels.gemm(a); return;
+    case MatmulPath::kQ32Packed: case MatmulPath::kKPacked: row.int8_kernels.packed(a); return;
 #if KVSERVE_HAS_AVX512
     case MatmulPath::kF16Rows:
       switch (a.m) {
@@ -233,11 +232,11 @@ void quant_matmul(const QuantMatmulArgs& a) {
 }
 
 void pack_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
-  switch (matmul_type_row(type)->family) {
-    case MatmulFamily::kFloat: pack_f16_panels(w, rows, n_in); break;
-    case MatmulFamily::kBlock32: pack_panels32(type, w, rows, row_bytes, n_in); break;
-    case MatmulFamily::kBlockK: pack_kquant_panels(type, w, rows, row_bytes, n_in); break;
-  }
+  const MatmulTypeRow& row = *matmul_type_row(type);
+  if (row.family == MatmulFamily::kFloat)
+    pack_f16_panels(w, rows, n_in);
+  else
+    row.int8_kernels.pack(w, rows, row_bytes, n_in);
 }
 
 void dequantize_panels(uint32_t type, const uint8_t* w, int64_t rows, int64_t n_in, float* out) {

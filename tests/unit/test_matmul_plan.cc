@@ -100,7 +100,8 @@ TEST(MatmulPlan, OnednnMatrices) {
 
 // Every row of every level this CPU runs: its type is loadable, its family matches the block
 // size, only AVX-512 levels claim packed, F16-row kernels or a panel GEMM, the AVX2 levels the
-// block types' fused kernels, and its decoder gives the scalar
+// block types' fused kernels, it carries exactly the integer kernels its flags let the plan
+// pick, and its decoder gives the scalar
 // reference decoder's floats bit for bit on random blocks.
 TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
   std::mt19937 rng(7);
@@ -124,6 +125,13 @@ TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
         EXPECT_EQ(row->int8, level != KernelLevel::kScalar && family != MatmulFamily::kFloat);
         EXPECT_FALSE(row->int8_needs_avx512_vnni);
       }
+      // What the plan may pick, the row has a kernel for, and nothing more (an integer product
+      // of a float type is never planned: plan_int8).
+      const bool blocks = family != MatmulFamily::kFloat;
+      EXPECT_EQ(row->int8_kernels.fused != nullptr, blocks && row->int8);
+      EXPECT_EQ(row->int8_kernels.gemm != nullptr, blocks && row->int8 && row->int8_gemm);
+      EXPECT_EQ(row->int8_kernels.packed != nullptr, blocks && row->packs);
+      EXPECT_EQ(row->int8_kernels.pack != nullptr, blocks && row->packs);
       const int64_t n = 1024;
       std::vector<uint8_t> bytes(static_cast<size_t>(tensor_bytes(row->type, n)));
       if (traits->from_float) {  // well-formed blocks (finite scales) from random values

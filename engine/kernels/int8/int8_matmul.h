@@ -36,22 +36,30 @@ inline int64_t int8_scratch_bytes(int64_t m, int64_t n_in) { return m * n_in * 3
 }  // namespace kvserve
 
 #ifdef KVSERVE_KERNEL_NS
+#include "kernels/int8/k_types.h"
+#include "kernels/int8/types32.h"
+
 namespace kvserve::KVSERVE_KERNEL_NS {
 
-// The integer kernels, each taking what plan_matmul (kernels/matmul_plan.h) gives it, at most
-// kSmallBatchRows activation rows (a.scratch: int8_scratch_bytes(a.m, a.n_in) bytes).
-// 32-value types: kQ32Fused for 1-4 rows, nothing staged in memory between reading a weight and
-// multiplying it (kernels/int8/q32_fused.cc); kQ32Gemm, panels unpacked per call
-// (kernels/int8/q32_gemm.cc); kQ32Packed (kernels/int8/q32_packed.cc).
-void q32_fused(const QuantMatmulArgs& a);
-void q32_gemm(const QuantMatmulArgs& a);
-void q32_packed(const QuantMatmulArgs& a);
-// K types (Q2_K..Q6_K): activations rounded per super-block of 256, integer sub-block scales;
-// `path` kKFused, kKGemm or kKPacked (kernels/int8/k_fused.cc, kernels/int8/k_gemm.cc).
-void k_int8(const QuantMatmulArgs& a, MatmulPath path);
-// pack_panels (kernels/quant_matmul.h) for each family.
-void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
-void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
+// The integer kernels of one type, each taking what plan_matmul (kernels/matmul_plan.h) gives
+// it, at most kSmallBatchRows activation rows (a.scratch: int8_scratch_bytes(a.m, a.n_in)
+// bytes). A level's table (kernels/matmul_types.cc) points each type's row at those the level
+// has (MatmulTypeRow::int8_kernels); the kernels never look a type up.
+// 32-value types, T one of int8/types32.h's: q32_fused for 1-4 rows (and every height where the
+// level has no GEMM), nothing staged in memory between reading a weight and multiplying it
+// (kernels/int8/q32_fused.cc); q32_gemm, panels unpacked per call (kernels/int8/q32_gemm.cc);
+// q32_packed on the panels q32_pack rewrote a matrix into at load (kernels/int8/q32_packed.cc).
+template <class T> void q32_fused(const QuantMatmulArgs& a);
+template <class T> void q32_gemm(const QuantMatmulArgs& a);
+template <class T> void q32_packed(const QuantMatmulArgs& a);
+// w: [rows, row_bytes] in T's blocks (rows a multiple of 16), packed in place.
+template <class T> void q32_pack(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
+// K types (Q2_K..Q6_K): activations rounded per super-block of 256, integer sub-block scales
+// (kernels/int8/k_fused.cc on AVX-512, k_fused_vec.cc below it; kernels/int8/k_gemm.cc).
+template <krows::Kind K> void k_fused(const QuantMatmulArgs& a);
+template <krows::Kind K> void k_gemm(const QuantMatmulArgs& a);
+template <krows::Kind K> void k_packed(const QuantMatmulArgs& a);
+template <krows::Kind K> void k_pack(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 #endif

@@ -33,11 +33,6 @@ using levels::load64;
 using krows::Kind;
 using krows::KRow;
 using krows::kK4Order;
-using krows::kgemm_q4_k;
-using krows::kgemm_q5_k;
-using krows::kgemm_q6_k;
-using krows::kgemm_q3_k;
-using krows::kgemm_q2_k;
 
 // Word indices that spread 8 (or 16) int16 scales over a 64-level chunk's 32 int16 lanes.
 inline __m512i spread2(int a, int b) {  // lanes 0-15 scale a, 16-31 scale b
@@ -166,30 +161,15 @@ void fused(const QuantMatmulArgs& a, const KRow* x) {
 
 }  // namespace
 
-void k_int8(const QuantMatmulArgs& a, MatmulPath path) {
-  const Kind kind = krows::kind_of(a.type);
+template <krows::Kind K>
+void k_fused(const QuantMatmulArgs& a) {
   KRow x[kSmallBatchRows];
-  const int64_t stride = krows::row_stride(a.n_in);
-#pragma omp parallel for schedule(static) if (a.m > 4)
-  for (int64_t r = 0; r < a.m; ++r)
-    x[r] = krows::round_row_k(a.x + r * a.n_in, a.n_in, kind, static_cast<uint8_t*>(a.scratch) + r * stride);
-  if (path == MatmulPath::kKPacked) {
-    krows::kpanels(kind, a, x);
-    return;
-  }
-  const bool few = path == MatmulPath::kKFused;
-  switch (kind) {
-    case Kind::kQ4K: few ? fused<Kind::kQ4K>(a, x) : kgemm_q4_k(a, x); break;
-    case Kind::kQ5K: few ? fused<Kind::kQ5K>(a, x) : kgemm_q5_k(a, x); break;
-    case Kind::kQ6K: few ? fused<Kind::kQ6K>(a, x) : kgemm_q6_k(a, x); break;
-    case Kind::kQ3K: few ? fused<Kind::kQ3K>(a, x) : kgemm_q3_k(a, x); break;
-    case Kind::kQ2K: few ? fused<Kind::kQ2K>(a, x) : kgemm_q2_k(a, x); break;
-  }
+  krows::round_rows_k(a, K, x);
+  fused<K>(a, x);
 }
-
-void pack_kquant_panels(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
-  krows::pack_kpanels(krows::kind_of(type), w, rows, row_bytes, n_in);
-}
+#define KVSERVE_INSTANTIATE(K) template void k_fused<krows::Kind::K>(const QuantMatmulArgs&);
+KVSERVE_INT8_K_KINDS(KVSERVE_INSTANTIATE)
+#undef KVSERVE_INSTANTIATE
 
 #endif  // levels without AVX-512: int8/k_fused_vec.cc
 

@@ -164,27 +164,18 @@ void fused(const QuantMatmulArgs& a, const Row* x) {
 
 }  // namespace
 
-void k_int8(const QuantMatmulArgs& a, MatmulPath) {
+template <krows::Kind K>
+void k_fused(const QuantMatmulArgs& a) {
   Row x[kSmallBatchRows];
   const int64_t stride = row_stride(a.n_in);
 #pragma omp parallel for schedule(static) if (a.m > kFusedMaxRows)
   for (int64_t r = 0; r < a.m; ++r) x[r] = round_row(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
-  switch (krows::kind_of(a.type)) {
-    case Kind::kQ4K: fused<Kind::kQ4K>(a, x); break;
-    case Kind::kQ5K: fused<Kind::kQ5K>(a, x); break;
-    case Kind::kQ6K: fused<Kind::kQ6K>(a, x); break;
-    case Kind::kQ3K: fused<Kind::kQ3K>(a, x); break;
-    case Kind::kQ2K: fused<Kind::kQ2K>(a, x); break;
-  }
+  fused<K>(a, x);
 }
-
-// No packed panels below AVX-512 (plan_packs never asks for them here).
-void pack_kquant_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
-
-#elif !KVSERVE_HAS_VEC_INT8  // the float path always
-void k_int8(const QuantMatmulArgs&, MatmulPath) {}
-void pack_kquant_panels(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
-#endif
+#define KVSERVE_INSTANTIATE(K) template void k_fused<krows::Kind::K>(const QuantMatmulArgs&);
+KVSERVE_INT8_K_KINDS(KVSERVE_INSTANTIATE)
+#undef KVSERVE_INSTANTIATE
+#endif  // AVX-512 levels: int8/k_fused.cc; levels without the vector layer: the float path always
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 

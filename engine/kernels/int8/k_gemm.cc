@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "codecs/tensor_types.h"
+#include "kernels/small_batch_matmul.h"
 
 KVSERVE_KERNEL_TARGET_BEGIN
 #include "codecs/quant_decode.h"
@@ -569,33 +570,37 @@ void pack_kpanels_of(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) 
 
 }  // namespace
 
-void kgemm_q4_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ4K>(a, x); }
-void kgemm_q5_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ5K>(a, x); }
-void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ6K>(a, x); }
-void kgemm_q3_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ3K>(a, x); }
-void kgemm_q2_k(const QuantMatmulArgs& a, const KRow* x) { kgemm<Kind::kQ2K>(a, x); }
-
-void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x) {
-  switch (kind) {
-    case Kind::kQ4K: kpanels_product<Kind::kQ4K>(a, x); break;
-    case Kind::kQ5K: kpanels_product<Kind::kQ5K>(a, x); break;
-    case Kind::kQ6K: kpanels_product<Kind::kQ6K>(a, x); break;
-    case Kind::kQ3K: kpanels_product<Kind::kQ3K>(a, x); break;
-    case Kind::kQ2K: kpanels_product<Kind::kQ2K>(a, x); break;
-  }
-}
-
-void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
-  switch (kind) {
-    case Kind::kQ4K: pack_kpanels_of<Kind::kQ4K>(w, rows, row_bytes, n_in); break;
-    case Kind::kQ5K: pack_kpanels_of<Kind::kQ5K>(w, rows, row_bytes, n_in); break;
-    case Kind::kQ6K: pack_kpanels_of<Kind::kQ6K>(w, rows, row_bytes, n_in); break;
-    case Kind::kQ3K: pack_kpanels_of<Kind::kQ3K>(w, rows, row_bytes, n_in); break;
-    case Kind::kQ2K: pack_kpanels_of<Kind::kQ2K>(w, rows, row_bytes, n_in); break;
-  }
-}
-
 }  // namespace kvserve::KVSERVE_KERNEL_NS::krows
+
+namespace kvserve::KVSERVE_KERNEL_NS {
+
+template <krows::Kind K>
+void k_gemm(const QuantMatmulArgs& a) {
+  krows::KRow x[kSmallBatchRows];
+  krows::round_rows_k(a, K, x);
+  krows::kgemm<K>(a, x);
+}
+
+template <krows::Kind K>
+void k_packed(const QuantMatmulArgs& a) {
+  krows::KRow x[kSmallBatchRows];
+  krows::round_rows_k(a, K, x);
+  krows::kpanels_product<K>(a, x);
+}
+
+template <krows::Kind K>
+void k_pack(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  krows::pack_kpanels_of<K>(w, rows, row_bytes, n_in);
+}
+
+#define KVSERVE_INSTANTIATE(K)                                                          \
+  template void k_gemm<krows::Kind::K>(const QuantMatmulArgs&);                          \
+  template void k_packed<krows::Kind::K>(const QuantMatmulArgs&);                        \
+  template void k_pack<krows::Kind::K>(uint8_t*, int64_t, int64_t, int64_t);
+KVSERVE_INT8_K_KINDS(KVSERVE_INSTANTIATE)
+#undef KVSERVE_INSTANTIATE
+
+}  // namespace kvserve::KVSERVE_KERNEL_NS
 
 KVSERVE_VNNI_TARGET_END
 #endif

@@ -155,18 +155,13 @@ inline void k2_scales(const __m512i* words, __m512i* sc, __m512i* pr) {
   for (int j = 0; j < 8; ++j) pr[j] = _mm512_or_si512(mins[2 * j], _mm512_slli_epi32(mins[2 * j + 1], 16));
 }
 
-// 5-64 activation rows x[0..a.m) (rounded by round_row_k for the matrix's type) times the
-// matrix, into a.y (kernels/int8/k_gemm.cc).
-void kgemm_q4_k(const QuantMatmulArgs& a, const KRow* x);
-void kgemm_q5_k(const QuantMatmulArgs& a, const KRow* x);
-void kgemm_q6_k(const QuantMatmulArgs& a, const KRow* x);
-void kgemm_q3_k(const QuantMatmulArgs& a, const KRow* x);
-void kgemm_q2_k(const QuantMatmulArgs& a, const KRow* x);
-// The same product on packed panels (a.w as pack_kpanels left it; a.n_out a multiple of 16),
-// at any height (kernels/int8/k_gemm.cc).
-void kpanels(Kind kind, const QuantMatmulArgs& a, const KRow* x);
-// w: [rows, row_bytes] in the kind's blocks (rows a multiple of 16), packed in place.
-void pack_kpanels(Kind kind, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
+// a.m rows of a.x rounded for `kind` into a.scratch (row_stride(a.n_in) bytes each): x[0..a.m).
+inline void round_rows_k(const QuantMatmulArgs& a, Kind kind, KRow* x) {
+  const int64_t stride = row_stride(a.n_in);
+#pragma omp parallel for schedule(static) if (a.m > 4)
+  for (int64_t r = 0; r < a.m; ++r)
+    x[r] = round_row_k(a.x + r * a.n_in, a.n_in, kind, static_cast<uint8_t*>(a.scratch) + r * stride);
+}
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS::krows
 #endif

@@ -1,12 +1,11 @@
 // The K types (Q2_K..Q6_K) as the integer kernels of every level see them: which one, its block
 // size, how its scales are laid out and the offset its levels are stored with. Included inside
-// a kernel level's target region.
+// a kernel level's target region or anywhere (no vector code).
 #pragma once
 
 #include <cstdint>
 
 #include "codecs/quant_blocks.h"
-#include "codecs/tensor_types.h"
 
 namespace kvserve::KVSERVE_KERNEL_NS::krows {
 
@@ -25,14 +24,8 @@ constexpr bool sixteen_value_scales(Kind k) { return k == Kind::kQ6K || k == Kin
 // through the activations' sums of 16; the others: unsigned scales and a minimum per sub-block.
 constexpr int offset_bits(Kind k) { return k == Kind::kQ6K ? 5 : k == Kind::kQ3K ? 2 : 0; }
 
-inline Kind kind_of(uint32_t type) {
-  switch (static_cast<TensorType>(type)) {
-    case TensorType::kQ4_K: return Kind::kQ4K;
-    case TensorType::kQ5_K: return Kind::kQ5K;
-    case TensorType::kQ3_K: return Kind::kQ3K;
-    case TensorType::kQ2_K: return Kind::kQ2K;
-    default: return Kind::kQ6K;
-  }
-}
-
 }  // namespace kvserve::KVSERVE_KERNEL_NS::krows
+
+// X(K) for each kind: the kernel files instantiate their templates with it, and the level's
+// table (kernels/matmul_types.cc) points each type's row at them.
+#define KVSERVE_INT8_K_KINDS(X) X(kQ4K) X(kQ5K) X(kQ6K) X(kQ3K) X(kQ2K)

@@ -68,21 +68,14 @@ struct TypeDots {
   DotFn fns[kActivationRows][kRows];  // fns[m - 1][r - 1] takes m activation rows and r weight rows
 };
 template <class T>
-const TypeDots* dots_of() {
-  static const TypeDots d{{{dot_blocks<T, 1, 1>, dot_blocks<T, 1, 2>, dot_blocks<T, 1, 3>, dot_blocks<T, 1, 4>},
-                           {dot_blocks<T, 2, 1>, dot_blocks<T, 2, 2>, dot_blocks<T, 2, 3>, dot_blocks<T, 2, 4>}}};
-  return &d;
-}
-const TypeDots* dots_for(uint32_t type) {
-  const TypeDots* d = nullptr;
-  int8::with_type32(type, [&](auto t) { d = dots_of<decltype(t)>(); });
-  return d;
-}
+constexpr TypeDots kDots{{{dot_blocks<T, 1, 1>, dot_blocks<T, 1, 2>, dot_blocks<T, 1, 3>, dot_blocks<T, 1, 4>},
+                          {dot_blocks<T, 2, 1>, dot_blocks<T, 2, 2>, dot_blocks<T, 2, 3>, dot_blocks<T, 2, 4>}}};
 
 }  // namespace
 
+template <class T>
 void q32_fused(const QuantMatmulArgs& a) {
-  const TypeDots& dots = *dots_for(a.type);
+  const TypeDots& dots = kDots<T>;
   Row32 x[kSmallBatchRows];
   const int64_t stride = int8::row32_bytes(a.n_in);
 #pragma omp parallel for schedule(static) if (a.m > kFusedMaxRows)
@@ -93,9 +86,10 @@ void q32_fused(const QuantMatmulArgs& a) {
   });
 }
 
-#else   // levels without the vector layer: the float path always
-void q32_fused(const QuantMatmulArgs&) {}
-#endif
+#define KVSERVE_INSTANTIATE(T) template void q32_fused<int8_types::T>(const QuantMatmulArgs&);
+KVSERVE_INT8_TYPES32(KVSERVE_INSTANTIATE)
+#undef KVSERVE_INSTANTIATE
+#endif  // levels without the vector layer: the float path always
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 

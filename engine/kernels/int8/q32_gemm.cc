@@ -127,16 +127,16 @@ void gemm(const QuantMatmulArgs& a) {
 
 }  // namespace
 
+template <class T>
 void q32_gemm(const QuantMatmulArgs& a) {
-  int8::with_type32(a.type, [&](auto t) { gemm<decltype(t)>(a); });
+  gemm<T>(a);
 }
+#define KVSERVE_INSTANTIATE(T) template void q32_gemm<int8_types::T>(const QuantMatmulArgs&);
+KVSERVE_INT8_TYPES32(KVSERVE_INSTANTIATE)
+#undef KVSERVE_INSTANTIATE
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 
 KVSERVE_VNNI_TARGET_END
-#else   // levels without AVX-512: the float path always
-namespace kvserve::KVSERVE_KERNEL_NS {
-void q32_gemm(const QuantMatmulArgs&) {}
-}  // namespace kvserve::KVSERVE_KERNEL_NS
-#endif
+#endif  // levels without AVX-512: the fused kernel or the float path
 KVSERVE_KERNEL_TARGET_END

@@ -238,30 +238,30 @@ void product(const QuantMatmulArgs& a) {
 
 }  // namespace
 
-void pack_panels32(uint32_t type, uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
-  int8::with_type32(type, [&](auto t) {
+template <class T>
+void q32_pack(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
 #pragma omp parallel
-    {
-      std::vector<IntVec> steps;
-      std::vector<uint16_t> d, mins;
+  {
+    std::vector<IntVec> steps;
+    std::vector<uint16_t> d, mins;
 #pragma omp for schedule(static)
-      for (int64_t pi = 0; pi < rows / kPanel; ++pi)
-        pack_panel<decltype(t)>(w + pi * kPanel * row_bytes, row_bytes, n_in, steps, d, mins);
-    }
-  });
+    for (int64_t pi = 0; pi < rows / kPanel; ++pi) pack_panel<T>(w + pi * kPanel * row_bytes, row_bytes, n_in, steps, d, mins);
+  }
 }
 
+template <class T>
 void q32_packed(const QuantMatmulArgs& a) {
-  int8::with_type32(a.type, [&](auto t) { product<decltype(t)>(a); });
+  product<T>(a);
 }
+
+#define KVSERVE_INSTANTIATE(T)                                                        \
+  template void q32_pack<int8_types::T>(uint8_t*, int64_t, int64_t, int64_t);        \
+  template void q32_packed<int8_types::T>(const QuantMatmulArgs&);
+KVSERVE_INT8_TYPES32(KVSERVE_INSTANTIATE)
+#undef KVSERVE_INSTANTIATE
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS
 
 KVSERVE_VNNI_TARGET_END
-#else   // levels without AVX-512: panels are never packed
-namespace kvserve::KVSERVE_KERNEL_NS {
-void pack_panels32(uint32_t, uint8_t*, int64_t, int64_t, int64_t) {}
-void q32_packed(const QuantMatmulArgs&) {}
-}  // namespace kvserve::KVSERVE_KERNEL_NS
-#endif
+#endif  // levels without AVX-512: panels are never packed
 KVSERVE_KERNEL_TARGET_END

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <iterator>
 
 #include "gguf/gguf_writer.h"
@@ -63,19 +64,26 @@ std::string quant_preset_names() {
 
 std::vector<TensorType> plan_tensor_types(const GgufFile& f, const QuantPreset& p) {
   const bool has_output = f.find_tensor("output.weight") != nullptr;
-  int64_t n_gqa = 1;
+  int64_t n_gqa = 1, n_expert = 0, n_layer = 0;
   if (const GgufValue* arch = f.find("general.architecture")) {
     const std::string a = arch->as_string("general.architecture");
     const GgufValue* h = f.find(a + ".attention.head_count");
     const GgufValue* hkv = f.find(a + ".attention.head_count_kv");
     if (h && hkv && hkv->as_int("head_count_kv") > 0) n_gqa = h->as_int("head_count") / hkv->as_int("head_count_kv");
+    if (const GgufValue* e = f.find(a + ".expert_count")) n_expert = e->as_int("expert_count");
+    if (const GgufValue* b = f.find(a + ".block_count")) n_layer = b->as_int("block_count");
   }
   const int n_attn_v = static_cast<int>(count_suffix(f, "attn_v.weight"));
-  const int n_ffn_down = static_cast<int>(count_suffix(f, "ffn_down.weight"));
+  // A mixture's FFN-down tensors (routed and shared experts) are placed by their layer, read
+  // from the name, among the block count, as llama-quantize places them.
+  const int n_ffn_down = static_cast<int>(n_expert > 1 ? n_layer : count_suffix(f, "ffn_down.weight"));
   int i_attn_v = 0, i_ffn_down = 0;
+  const bool eight_experts = n_expert == 8;  // llama-quantize's extra bits for 8-expert models
   std::vector<TensorType> out;
   for (const GgufTensorInfo& t : f.tensors()) {
-    const bool weight = ends_with(t.name, "weight") && t.dims.size() == 2 && t.name != "position_embd.weight";
+    // Matrices and stacked experts; never the router (ffn_gate_inp), as llama-quantize keeps it.
+    const bool weight = ends_with(t.name, "weight") && (t.dims.size() == 2 || t.dims.size() == 3) &&
+                        t.name != "position_embd.weight" && t.name.find("ffn_gate_inp.weight") == std::string::npos;
     // Block types are not requantized (llama-quantize's default), but the F32 preset decodes
     // them: it writes a file's exactly dequantized twin.
     if (weight && p.base == T::kF32 && tensor_type(t.type).to_float) {
@@ -88,6 +96,7 @@ std::vector<TensorType> plan_tensor_types(const GgufFile& f, const QuantPreset& 
       continue;
     }
     T type = p.base;
+    const bool block_base = p.base != T::kF32 && p.base != T::kF16 && p.base != T::kBF16;
     const int64_t nx = static_cast<int64_t>(t.dims[0]);
     if (t.name == "output.weight" || (!has_output && t.name == "token_embd.weight")) {
       if (p.base != T::kF32 && p.base != T::kF16 && p.base != T::kBF16)
@@ -98,9 +107,15 @@ std::vector<TensorType> plan_tensor_types(const GgufFile& f, const QuantPreset& 
       else if (is(p, "Q3_K_L")) type = T::kQ5_K;
       else if ((is(p, "Q4_K_M") || is(p, "Q5_K_M")) && use_more_bits(i_attn_v, n_attn_v)) type = T::kQ6_K;
       else if (is(p, "Q4_K_S") && i_attn_v < 4) type = T::kQ5_K;
+      if (eight_experts && block_base) type = T::kQ8_0;
       ++i_attn_v;
-    } else if (ends_with(t.name, "ffn_down.weight")) {
-      const int i = i_ffn_down, n = n_ffn_down;
+    } else if (ends_with(t.name, "attn_k.weight")) {
+      if (eight_experts && block_base) type = T::kQ8_0;
+    } else if (t.name.find("ffn_down") != std::string::npos) {
+      int i = i_ffn_down;
+      const int n = n_ffn_down;
+      if (n_expert > 1 && std::sscanf(t.name.c_str(), "blk.%d.", &i) != 1)
+        throw GgufError(f.path() + ": cannot read the layer of tensor '" + t.name + "'");
       if (is(p, "Q2_K")) type = T::kQ3_K;
       else if (is(p, "Q3_K_M")) type = i < n / 16 ? T::kQ5_K : T::kQ4_K;
       else if (is(p, "Q3_K_L")) type = T::kQ5_K;
@@ -108,7 +123,9 @@ std::vector<TensorType> plan_tensor_types(const GgufFile& f, const QuantPreset& 
       else if (is(p, "Q4_K_S") && i < n / 8) type = T::kQ5_K;
       ++i_ffn_down;
     } else if (ends_with(t.name, "attn_output.weight")) {
-      if (is(p, "Q2_K")) type = T::kQ3_K;
+      if (eight_experts) {
+        if (is(p, "Q2_K") || is(p, "Q3_K_S") || is(p, "Q3_K_M") || is(p, "Q4_K_S") || is(p, "Q4_K_M")) type = T::kQ5_K;
+      } else if (is(p, "Q2_K")) type = T::kQ3_K;
       else if (is(p, "Q3_K_M")) type = T::kQ4_K;
       else if (is(p, "Q3_K_L")) type = T::kQ5_K;
     } else if (ends_with(t.name, "attn_qkv.weight")) {

@@ -159,8 +159,8 @@ inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_di
     for (int d = d0; d < head_dim; ++d) o[d] += w[s] * static_cast<float>(vb[static_cast<int64_t>(s) * head_dim + d]);
 }
 
-// sc[0..n) <- softmax(sc[0..n)).
-inline void softmax_inplace(float* sc, int n) {
+// sc[0..n) <- softmax(sc[0..n)), the denominator also holding exp(sink) (-inf: no sink).
+inline void softmax_inplace(float* sc, int n, float sink = -INFINITY) {
   float mx = sc[0];
   float sum = 0.0f;
   int p = 0;
@@ -169,6 +169,7 @@ inline void softmax_inplace(float* sc, int n) {
   for (; p + kLanes <= n; p += kLanes) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(sc + p));
   mx = _mm512_reduce_max_ps(vmx);
   for (int i = p; i < n; ++i) mx = std::max(mx, sc[i]);
+  mx = std::max(mx, sink);
   __m512 vsum = _mm512_setzero_ps();
   const __m512 vmax = _mm512_set1_ps(mx);
   for (p = 0; p + kLanes <= n; p += kLanes) {
@@ -178,12 +179,13 @@ inline void softmax_inplace(float* sc, int n) {
   }
   sum = _mm512_reduce_add_ps(vsum);
 #else
-  mx = *std::max_element(sc, sc + n);
+  mx = std::max(*std::max_element(sc, sc + n), sink);
 #endif
   for (; p < n; ++p) {
     sc[p] = std::exp(sc[p] - mx);
     sum += sc[p];
   }
+  if (sink > -INFINITY) sum += std::exp(sink - mx);
   const float inv = 1.0f / sum;
   for (int i = 0; i < n; ++i) sc[i] *= inv;
 }
@@ -443,7 +445,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
             const float inv = 1.0f / a.soft_cap;
             for (int i = skip; i < span; ++i) sc[i] = a.soft_cap * std::tanh(sc[i] * inv);
           }
-          softmax_inplace(sc + skip, ctx - start);
+          softmax_inplace(sc + skip, ctx - start, a.sinks ? a.sinks[kvh * group + g] : -INFINITY);
           std::fill(sc, sc + skip, 0.0f);
           if (capture && capture[t]) {
             float* c = capture[t] + (static_cast<int64_t>(kvh) * group + g) * capture_head_stride[t];

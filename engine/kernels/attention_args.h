@@ -27,6 +27,9 @@ struct PagedAttentionArgs {
   // Blocks wholly before a token's window are never read (they may have been released).
   int window = 0;
   float soft_cap = 0.0f;             // > 0: each scaled score s becomes soft_cap · tanh(s / soft_cap)
+  // [n_head] or null: head h's softmax denominator gains exp(sinks[h]) (gpt-oss's attention
+  // sinks: a logit with no value, so a head may attend to nothing).
+  const float* sinks = nullptr;
   float* out = nullptr;              // [rows, n_head·head_dim]
   // May be null: [rows] pointers, each null or the place for that token's attention
   // probabilities: head h's ctx_lens[t] weights go to capture[t] + h·capture_head_stride[t].

@@ -10,12 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "model/moe_routing.h"
+
 namespace kvserve {
 
 enum class NormKind { kRms, kLayer };                  // RMSNorm, or LayerNorm with bias
 enum class RopeLayout { kAdjacentPairs, kNeox, kNone };  // (2i, 2i+1), the two halves, or no rotary
 enum class AttnKind { kMultiHead };                    // grouped-query multi-head attention over a K/V cache
-enum class FfnKind { kSwiGlu, kGeGluTanh, kGelu };     // gated SiLU, gated GELU (tanh), plain GELU
+// gated SiLU, gated GELU (tanh), plain GELU, gpt-oss's clamped gated SiLU (model/activations.h)
+enum class FfnKind { kSwiGlu, kGeGluTanh, kGelu, kSwiGluOai };
 
 struct ArchSpec {
   std::string name;                 // general.architecture, and the prefix of its metadata keys
@@ -43,6 +46,19 @@ struct ArchSpec {
   // many layers (Gemma's largest model; GGUF does not carry query_pre_attn_scalar); 0: never.
   int32_t embd_query_scale_layers = 0;
   bool output_may_be_tied = true;   // no output.weight: the embedding is the classifier
+  // A mixture of experts (ffn_gate_inp and the stacked ffn_gate_exps, ffn_up_exps,
+  // ffn_down_exps; model/moe_ffn.h) is every layer's FFN; its gating, and whether the chosen
+  // weights are renormalised to sum 1 (fixed by the architecture, as llama.cpp fixes them).
+  bool moe = false;
+  MoeGating moe_gating = MoeGating::kSoftmax;
+  bool moe_normalize = false;
+  // The norm in front of the FFN part: ffn_norm, or gpt-oss's post_attention_norm (which there
+  // is not a post-norm).
+  std::string ffn_norm = "ffn_norm";
+  // attn_sinks: a learned logit per head that joins each softmax's denominator (gpt-oss).
+  bool attn_sinks = false;
+  // YaRN's magnitude read as DeepSeek-V2 reads rope.scaling.yarn_log_multiplier (rope_yarn.h).
+  bool yarn_mscale_fixed = false;
 
   std::string key(const std::string& suffix) const { return name + "." + suffix; }
 };

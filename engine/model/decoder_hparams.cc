@@ -60,7 +60,8 @@ std::string dims_str(const std::vector<uint64_t>& d) {
   return s + "]";
 }
 
-// Llama 3's and linear rotary scaling; YaRN and the others are refused by name.
+// Linear and YaRN rotary scaling (Llama 3's comes as rope_freqs.weight); the others are refused
+// by name.
 void read_rope_scaling(ArchKeys& keys, DecoderHparams& hp) {
   std::string type = "none";
   if (const GgufValue* t = keys.find("rope.scaling.type")) type = t->as_string(keys.name("rope.scaling.type"));
@@ -69,18 +70,57 @@ void read_rope_scaling(ArchKeys& keys, DecoderHparams& hp) {
     type = "linear";
     factor = static_cast<float>(old->as_float(keys.name("rope.scale_linear")));
   }
-  if (type == "linear") {
+  if (type != "none" && type != "linear" && type != "yarn")
+    keys.fail("key '" + keys.name("rope.scaling.type") + "' is '" + type +
+              "': only 'none', 'linear' and 'yarn' are implemented (Llama 3's scaling comes as rope_freqs.weight)");
+  if (type != "none") {
     if (!(factor > 0.0f)) keys.fail("rope scaling factor must be positive");
     hp.rope_freq_scale = 1.0f / factor;
-  } else if (type != "none") {
-    keys.fail("key '" + keys.name("rope.scaling.type") + "' is '" + type +
-              "': only 'none' and 'linear' are implemented (Llama 3's scaling comes as rope_freqs.weight)");
   }
-  // Informative for linear scaling: the context the model was trained at before it.
-  keys.ignore("rope.scaling.original_context_length");
+  // The context the model was trained at before the scaling: YaRN's ramp depends on it.
+  const int32_t n_ctx_orig = keys.get_int("rope.scaling.original_context_length", hp.n_ctx_train, false);
   keys.ignore("rope.scaling.finetuned");
-  if (keys.get_float("rope.scaling.attn_factor", 1.0f) != 1.0f)
-    keys.fail("key '" + keys.name("rope.scaling.attn_factor") + "' other than 1 is not implemented");
+  const float attn_factor = keys.get_float("rope.scaling.attn_factor", 1.0f);
+  if (type == "yarn") {
+    float log_mul = 0.0f;
+    if (const GgufValue* v = keys.find("rope.scaling.yarn_log_multiplier")) {
+      log_mul = static_cast<float>(v->as_float(keys.name("rope.scaling.yarn_log_multiplier")));
+      if (!std::isfinite(log_mul) || log_mul < 0.0f)
+        keys.fail("key '" + keys.name("rope.scaling.yarn_log_multiplier") + "' must be finite and not negative");
+    }
+    hp.yarn = make_yarn(hp.rope_dim, n_ctx_orig, hp.rope_base, factor, keys.get_float("rope.scaling.yarn_beta_fast", 32.0f),
+                        keys.get_float("rope.scaling.yarn_beta_slow", 1.0f),
+                        keys.get_float("rope.scaling.yarn_ext_factor", 1.0f),
+                        attn_factor * keys.get_float("rope.scaling.yarn_attn_factor", 1.0f), log_mul,
+                        hp.spec->yarn_mscale_fixed);
+  } else if (attn_factor != 1.0f) {
+    hp.yarn.magnitude = attn_factor;  // ggml's rope scales cos and sin by it without YaRN too
+  }
+}
+
+// A mixture of experts: how many, how many per token, their width, the weights' scale.
+void read_moe(ArchKeys& keys, DecoderHparams& hp) {
+  MoeRouting& r = hp.routing;
+  r.n_expert = keys.get_int("expert_count", 0, true);
+  r.n_used = keys.get_int("expert_used_count", 0, true);
+  if (r.n_used > r.n_expert)
+    keys.fail(keys.name("expert_used_count") + " " + std::to_string(r.n_used) + " exceeds " +
+              keys.name("expert_count") + " " + std::to_string(r.n_expert));
+  r.gating = hp.spec->moe_gating;
+  r.normalize = hp.spec->moe_normalize;
+  hp.n_ff_expert = keys.get_int("expert_feed_forward_length", hp.n_ff / r.n_used, false);
+  // llama.cpp reads a scale of 0 as none.
+  if (const GgufValue* v = keys.find("expert_weights_scale")) {
+    const double scale = v->as_float(keys.name("expert_weights_scale"));
+    if (!std::isfinite(scale) || scale < 0.0)
+      keys.fail("key '" + keys.name("expert_weights_scale") + "' must be finite and not negative");
+    if (scale != 0.0) r.scale = static_cast<float>(scale);
+  }
+  // The architecture fixes renormalisation (as llama.cpp's graph for it does).
+  keys.ignore("expert_weights_norm");
+  if (const GgufValue* v = keys.find("expert_shared_count"); v && v->as_int(keys.name("expert_shared_count")) != 0)
+    keys.fail("key '" + keys.name("expert_shared_count") + "': shared experts are not implemented for architecture '" +
+              hp.spec->name + "'");
 }
 
 }  // namespace
@@ -149,9 +189,9 @@ DecoderHparams DecoderHparams::from_gguf(const GgufFile& f) {
       }
     }
   }
-  hp.ropes.push_back({hp.rope_base, hp.rope_freq_scale});
+  hp.ropes.push_back({hp.rope_base, hp.rope_freq_scale, hp.yarn});
   if (spec->local_rope_base && hp.sliding_window > 0)
-    hp.ropes.push_back({keys.get_float("rope.freq_base_swa", 10000.0f), 1.0f});
+    hp.ropes.push_back({keys.get_float("rope.freq_base_swa", 10000.0f), 1.0f, Yarn{}});
   else if (spec->local_rope_base)
     keys.ignore("rope.freq_base_swa");  // no layer is windowed: every layer uses rope.freq_base
   hp.layer_attn.resize(hp.n_layer);
@@ -168,9 +208,14 @@ DecoderHparams DecoderHparams::from_gguf(const GgufFile& f) {
   // Keys that hold for every decoder here or say nothing new.
   keys.ignore("vocab_size");          // the embedding's rows say it
   keys.ignore("tensor_data_layout");  // how an old converter ordered Q/K rows; the tensors are final
-  for (const char* moe : {"expert_count", "expert_used_count"})
-    if (const GgufValue* v = keys.find(moe); v && v->as_int(keys.name(moe)) != 0)
-      keys.fail("key '" + keys.name(moe) + "': mixture-of-experts models are not implemented");
+  if (spec->moe) {
+    read_moe(keys, hp);
+  } else {
+    for (const char* moe : {"expert_count", "expert_used_count"})
+      if (const GgufValue* v = keys.find(moe); v && v->as_int(keys.name(moe)) != 0)
+        keys.fail("key '" + keys.name(moe) + "': a mixture of experts is not implemented for architecture '" +
+                  spec->name + "'");
+  }
   if (const GgufValue* c = keys.find("attention.causal"); c && !c->as_bool(keys.name("attention.causal")))
     keys.fail("key '" + keys.name("attention.causal") + "' is false: only causal decoders are implemented");
   keys.refuse_unread();

@@ -10,6 +10,7 @@
 #include "gguf/gguf.h"
 #include "model/arch_spec.h"
 #include "model/model.h"
+#include "model/rope_yarn.h"
 
 namespace kvserve {
 
@@ -18,12 +19,15 @@ struct DecoderHparams : ModelHparams {
   int32_t q_dim = 0;             // n_head · head_dim (not always n_embd: Gemma 2's key_length)
   int32_t rope_dim = 0;          // <arch>.rope.dimension_count (default: head_dim)
   float rope_base = 10000.0f;    // <arch>.rope.freq_base
-  float rope_freq_scale = 1.0f;  // 1 / <arch>.rope.scaling.factor for linear scaling
+  float rope_freq_scale = 1.0f;  // 1 / <arch>.rope.scaling.factor for linear and YaRN scaling
+  Yarn yarn;                     // YaRN's mix and magnitude (ext_factor 0: none)
   // The rotations layers use: [0] rope_base with rope_freq_scale; [1], where the spec has
   // local_rope_base, the windowed layers' base without scaling.
   struct Rope {
     float base = 10000.0f;
     float freq_scale = 1.0f;
+    Yarn yarn;  // ext_factor 0 and magnitude 1: plain rotation
+    bool plain() const { return yarn.ext_factor == 0.0f && yarn.magnitude == 1.0f; }
   };
   std::vector<Rope> ropes;
   // What one layer's attention part does differently from the others.
@@ -38,6 +42,10 @@ struct DecoderHparams : ModelHparams {
   float attn_soft_cap = 0.0f;    // <arch>.attn_logit_softcapping (0: none)
   float final_soft_cap = 0.0f;   // <arch>.final_logit_softcapping (0: none)
   bool tied_output = false;      // no output.weight: the embedding doubles as the classifier
+  // A mixture of experts (spec->moe): how tokens are routed, and each expert's FFN width
+  // (<arch>.expert_feed_forward_length). routing.n_expert 0: every layer's FFN is dense.
+  MoeRouting routing;
+  int32_t n_ff_expert = 0;
 
   // The window of layer l's attention (0: it sees every position).
   int32_t window_of(int layer) const { return layer_attn[layer].window; }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "codecs/tensor_types.h"
+#include "model/activations.h"
 #include "weights/compute_context.h"
 
 namespace kvserve {
@@ -68,6 +69,36 @@ class TensorUse {
   std::set<std::string> used_;
 };
 
+// Layer prefix p's mixture of experts: the router, then expert e's gate and up rows stacked as
+// one matrix and its down matrix, each one matrix of the file's stacked [in, out, expert] tensors.
+template <class MakeMatrix>
+std::unique_ptr<MoeFfn> load_moe(const DecoderHparams& hp, TensorUse& use, MakeMatrix& matrix, const std::string& p,
+                                 const KernelTable& kernels) {
+  const uint64_t d = hp.n_embd, n = hp.routing.n_expert, ff = hp.n_ff_expert;
+  MoeFfn::Weights w;
+  w.router = matrix({{p + "ffn_gate_inp.weight", {d, n}}});
+  w.router_bias = use.optional(p + "ffn_gate_inp.bias", n);
+  for (uint64_t e = 0; e < n; ++e) {
+    const auto slice = static_cast<int64_t>(e);
+    MoeFfn::Expert x;
+    x.gate_up = matrix({{p + "ffn_gate_exps.weight", {d, ff, n}, slice}, {p + "ffn_up_exps.weight", {d, ff, n}, slice}});
+    x.down = matrix({{p + "ffn_down_exps.weight", {ff, d, n}, slice}});
+    w.experts.push_back(std::move(x));
+  }
+  // Each expert's gate bias, then its up bias: the rows of its gate_up matrix.
+  if (use.has(p + "ffn_gate_exps.bias") || use.has(p + "ffn_up_exps.bias")) {
+    const std::vector<float> gate = use.floats({p + "ffn_gate_exps.bias", {ff, n}});
+    const std::vector<float> up = use.floats({p + "ffn_up_exps.bias", {ff, n}});
+    w.gate_up_bias.resize(2 * ff * n);
+    for (uint64_t e = 0; e < n; ++e) {
+      std::copy_n(gate.begin() + e * ff, ff, w.gate_up_bias.begin() + 2 * e * ff);
+      std::copy_n(up.begin() + e * ff, ff, w.gate_up_bias.begin() + (2 * e + 1) * ff);
+    }
+  }
+  if (use.has(p + "ffn_down_exps.bias")) w.down_bias = use.floats({p + "ffn_down_exps.bias", {d, n}});
+  return std::make_unique<MoeFfn>(std::move(w), hp.routing, hp.n_embd, hp.n_ff_expert, hp.spec->ffn, kernels);
+}
+
 }  // namespace
 
 DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const KernelTable& kernels)
@@ -107,6 +138,8 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     }
   }
   if (spec.learned_positions) positions_ = use.floats({"position_embd.weight", {d, uint64_t(hp_.max_positions)}});
+  if (spec.rope != RopeLayout::kNone && use.has("rope_freqs.weight") && !hp_.ropes.front().plain())
+    throw GgufError(f.path() + ": rope_freqs.weight together with YaRN or a rope attention factor is not implemented");
   if (spec.rope != RopeLayout::kNone && use.has("rope_freqs.weight"))
     rope_freqs_ = use.floats({"rope_freqs.weight", {uint64_t(hp_.rope_dim / 2)}});
   out_norm_ = norm("output_norm");
@@ -118,7 +151,7 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     const std::string p = "blk." + std::to_string(l) + ".";
     Layer& L = layers_[l];
     L.attn_norm = norm(p + "attn_norm");
-    L.ffn_norm = norm(p + "ffn_norm");
+    L.ffn_norm = norm(p + spec.ffn_norm);
     if (spec.post_norms) {
       L.post_attn_norm = norm(p + "post_attention_norm");
       L.post_ffn_norm = norm(p + "post_ffw_norm");
@@ -139,9 +172,14 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
       A.q_norm = use.floats({p + "attn_q_norm.weight", {uint64_t(hp_.head_dim)}});
       A.k_norm = use.floats({p + "attn_k_norm.weight", {uint64_t(hp_.head_dim)}});
     }
+    if (spec.attn_sinks) A.sinks = use.floats({p + "attn_sinks.weight", {uint64_t(hp_.n_head)}});
     A.wo = matrix({{p + "attn_output.weight", {qd, d}}});
     A.wo_bias = use.optional(p + "attn_output.bias", d);
     FfnPart& F = L.ffn;
+    if (hp_.routing.n_expert > 0) {
+      F.moe = load_moe(hp_, use, matrix, p, k_);
+      continue;
+    }
     if (spec.ffn == FfnKind::kGelu) {
       F.gate_up = matrix({{p + "ffn_up.weight", {d, ff}}});
       F.gate_up_bias = use.optional(p + "ffn_up.bias", ff);
@@ -166,8 +204,17 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     hp_.bytes_per_step += m.bytes();
     hp_.panel_bytes += m.panel_bytes();
   };
-  for (const Layer& L : layers_)
-    for (const auto* m : {L.attn.qkv.get(), L.attn.wo.get(), L.ffn.gate_up.get(), L.ffn.down.get()}) count(*m);
+  for (const Layer& L : layers_) {
+    for (const auto* m : {L.attn.qkv.get(), L.attn.wo.get()}) count(*m);
+    if (L.ffn.moe) {  // a decode step reads the router and the chosen experts
+      L.ffn.moe->count_bytes(held);
+      L.ffn.moe->describe_plan(plan);
+      hp_.bytes_per_step += L.ffn.moe->bytes_per_token();
+      hp_.panel_bytes += L.ffn.moe->panel_bytes();
+    } else {
+      for (const auto* m : {L.ffn.gate_up.get(), L.ffn.down.get()}) count(*m);
+    }
+  }
   count(*output_);
   if (!output_reuses_rows) {  // the embedding's memory besides the matrices (one row a token is read)
     if (embedding_held_.data)
@@ -181,7 +228,8 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
   for (const Layer& L : layers_)
     small += floats(L.attn_norm) + floats(L.ffn_norm) + floats(L.post_attn_norm) + floats(L.post_ffn_norm) +
              static_cast<int64_t>(L.attn.qkv_bias.size() + L.attn.wo_bias.size() + L.attn.q_norm.size() +
-                                  L.attn.k_norm.size() + L.ffn.gate_up_bias.size() + L.ffn.down_bias.size());
+                                  L.attn.k_norm.size() + L.attn.sinks.size() + L.ffn.gate_up_bias.size() + L.ffn.down_bias.size()) +
+             (L.ffn.moe ? L.ffn.moe->small_floats() : 0);
   held[TensorType::kF32] += small * static_cast<int64_t>(sizeof(float));
   for (const auto& [type, n] : held) hp_.weight_bytes += n;
   hp_.file_types = tensor_type_mix(file);
@@ -199,6 +247,10 @@ void DecoderModel::warm_up(int64_t max_rows) {
   for (Layer& L : layers_) {
     L.attn.qkv->prepare(max_rows, false);
     L.attn.wo->prepare(max_rows, !post);
+    if (L.ffn.moe) {
+      L.ffn.moe->prepare(max_rows);
+      continue;
+    }
     L.ffn.gate_up->prepare(max_rows, false);
     L.ffn.down->prepare(max_rows, !post);
   }
@@ -250,6 +302,8 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
   const int32_t group = kv.layout().layer_group[l];
   const int32_t* tables = in.group_tables(group, kv.layout().n_groups());
   const int64_t* slots = in.group_slots(group);
+  const std::vector<float>& sink_logits = layers_[l].attn.sinks;
+  const float* sinks = sink_logits.empty() ? nullptr : sink_logits.data();
   // Store this step's K/V, then attend; KvT is the cache's element type.
   auto args = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
     return PagedAttentionArgs<KvT>{.q = q, .rows = T, .q_stride = qkv_dim, .k_cache = k_cache, .v_cache = v_cache,
@@ -257,7 +311,8 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
                                    .token_seq = in.token_seq.data(), .ctx_lens = ctx_lens_.data(),
                                    .n_head = hp_.n_head, .n_kv = hp_.n_head_kv, .head_dim = hp_.head_dim,
                                    .block_size = kv.block_size(), .scale = hp_.attn_scale,
-                                   .window = hp_.window_of(l), .soft_cap = hp_.attn_soft_cap, .out = attn_.data(),
+                                   .window = hp_.window_of(l), .soft_cap = hp_.attn_soft_cap,
+                                   .sinks = sinks, .out = attn_.data(),
                                    .capture = capture, .capture_head_stride = cap_strides_.data()};
   };
   auto store_and_attend = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
@@ -311,6 +366,10 @@ void DecoderModel::run_attention(const BatchInputs& in, KvStorage& kv, int l) {
 
 void DecoderModel::run_ffn(int l, int64_t T) {
   const FfnPart& F = layers_[l].ffn;
+  if (F.moe) {
+    F.moe->forward(h_.data(), T, x_.data());
+    return;
+  }
   const int64_t ff = hp_.n_ff, gu_dim = hp_.spec->ffn == FfnKind::kGelu ? ff : 2 * ff;
   F.gate_up->forward(h_.data(), T, gu_.data());
   if (!F.gate_up_bias.empty()) k_.add_bias(gu_.data(), T, gu_dim, F.gate_up_bias.data(), gu_dim);
@@ -318,6 +377,7 @@ void DecoderModel::run_ffn(int l, int64_t T) {
     case FfnKind::kSwiGlu: k_.silu_mul(gu_.data(), T, ff, act_.data()); break;
     case FfnKind::kGeGluTanh: k_.gelu_mul(gu_.data(), T, ff, act_.data()); break;
     case FfnKind::kGelu: k_.gelu(gu_.data(), T * ff, act_.data()); break;
+    case FfnKind::kSwiGluOai: swiglu_oai(gu_.data(), T, ff, act_.data()); break;
   }
   add_to_residual(*F.down, F.down_bias, layers_[l].post_ffn_norm, act_.data(), T);
 }
@@ -363,9 +423,15 @@ const float* DecoderModel::forward(const BatchInputs& in, KvStorage& kv) {
   if (spec.rope != RopeLayout::kNone) {
     const int64_t n = static_cast<int64_t>(hp_.ropes.size());
     grow(rope_cs_, n * T * hp_.rope_dim);
-    for (int64_t r = 0; r < n; ++r)
-      k_.rope_angles(in.positions.data(), T, hp_.rope_dim, hp_.ropes[r].base, hp_.ropes[r].freq_scale,
-                     rope_freqs_.empty() ? nullptr : rope_freqs_.data(), rope_cs_.data() + r * T * hp_.rope_dim);
+    for (int64_t r = 0; r < n; ++r) {
+      const DecoderHparams::Rope& rope = hp_.ropes[r];
+      float* cs = rope_cs_.data() + r * T * hp_.rope_dim;
+      if (rope.plain())
+        k_.rope_angles(in.positions.data(), T, hp_.rope_dim, rope.base, rope.freq_scale,
+                       rope_freqs_.empty() ? nullptr : rope_freqs_.data(), cs);
+      else
+        yarn_rope_angles(in.positions.data(), T, hp_.rope_dim, rope.base, rope.freq_scale, rope.yarn, cs);
+    }
   }
   for (int64_t t = 0; t < T; ++t) ctx_lens_[t] = in.positions[t] + 1;
   if (!in.attn_capture.empty()) {

@@ -1,8 +1,9 @@
 // One decoder-only transformer for every architecture in arch_spec.cc: the spec's fields pick
 // the norm (RMS or LayerNorm), the rotary layout (adjacent pairs, NEOX, none: learned
 // positions), the FFN (SwiGLU, GELU-gated, plain GELU), fused or separate projections, biases,
-// Gemma's post-norms and soft caps, Q/K head norms, and per-layer windows and rotations. Weights are loaded once;
-// forward() runs a mixed batch.
+// Gemma's post-norms and soft caps, Q/K head norms, per-layer windows and rotations, and a
+// mixture of experts in place of the dense FFN. Weights are loaded once; forward() runs a mixed
+// batch.
 #pragma once
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include "model/batch.h"
 #include "model/decoder_hparams.h"
 #include "model/model.h"
+#include "model/moe_ffn.h"
 #include "weights/weight_matrix.h"
 
 namespace kvserve {
@@ -46,11 +48,14 @@ class DecoderModel final : public Model {
     std::unique_ptr<WeightMatrix> qkv, wo;
     std::vector<float> qkv_bias, wo_bias;  // empty where the file has none
     std::vector<float> q_norm, k_norm;     // [head_dim] RMSNorm weights of every Q / K head, or empty
+    std::vector<float> sinks;              // [n_head] attention-sink logits, or empty
   };
-  // A layer's FFN part: gate and up in one matrix (up alone for plain GELU), then down.
+  // A layer's FFN part: gate and up in one matrix (up alone for plain GELU), then down; or a
+  // mixture of experts (then gate_up and down are null).
   struct FfnPart {
     std::unique_ptr<WeightMatrix> gate_up, down;
     std::vector<float> gate_up_bias, down_bias;  // empty where the file has none
+    std::unique_ptr<MoeFfn> moe;
   };
   struct Layer {
     Norm attn_norm, ffn_norm, post_attn_norm, post_ffn_norm;

@@ -24,15 +24,26 @@ const GgufTensorInfo& checked(const GgufFile& f, const TensorRef& ref) {
     throw GgufError(f.path() + ": tensor '" + ref.name + "' has type " +
                     tensor_type_label(static_cast<uint32_t>(t.type)) + ", which this build cannot load (it loads " +
                     loadable_tensor_types() + ")");
+  if (ref.slice >= 0 && (t.dims.size() != 3 || static_cast<uint64_t>(ref.slice) >= t.dims[2]))
+    throw GgufError(f.path() + ": tensor '" + ref.name + "' has no matrix " + std::to_string(ref.slice));
   return t;
+}
+
+// The values and bytes of what `ref` names: the whole tensor, or one matrix of a 3-D one.
+uint64_t part_elements(const TensorRef& ref, const GgufTensorInfo& t) {
+  return ref.slice < 0 ? t.n_elements() : t.dims[0] * t.dims[1];
+}
+const uint8_t* part_data(const GgufFile& f, const TensorRef& ref, const GgufTensorInfo& t) {
+  const auto* base = static_cast<const uint8_t*>(f.tensor_data(t));
+  return ref.slice < 0 ? base : base + static_cast<uint64_t>(ref.slice) * (t.n_bytes() / t.dims[2]);
 }
 
 }  // namespace
 
 std::vector<float> load_float_tensor(const GgufFile& f, const TensorRef& ref) {
   const GgufTensorInfo& t = checked(f, ref);
-  std::vector<float> out(t.n_elements());
-  tensor_type(t.type).to_float(f.tensor_data(t), out.data(), static_cast<int64_t>(out.size()));
+  std::vector<float> out(part_elements(ref, t));
+  tensor_type(t.type).to_float(part_data(f, ref, t), out.data(), static_cast<int64_t>(out.size()));
   f.release(t);
   return out;
 }
@@ -56,11 +67,12 @@ std::unique_ptr<WeightMatrix> make_weight_matrix(ComputeContext& ctx, const Gguf
     return make_held_matrix(ctx, std::move(held), n_in, policy);
   }
   std::vector<float> w;
-  for (const GgufTensorInfo* t : infos) {
-    const size_t at = w.size();
-    w.resize(at + t->n_elements());
-    tensor_type(t->type).to_float(f.tensor_data(*t), w.data() + at, static_cast<int64_t>(t->n_elements()));
-    f.release(*t);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const GgufTensorInfo& t = *infos[i];
+    const size_t at = w.size(), n = part_elements(parts[i], t);
+    w.resize(at + n);
+    tensor_type(t.type).to_float(part_data(f, parts[i], t), w.data() + at, static_cast<int64_t>(n));
+    f.release(t);
   }
   const int64_t n_out = static_cast<int64_t>(w.size()) / n_in;
   return make_weight_matrix(ctx, w.data(), n_out, n_in, all_bf16 ? TensorType::kBF16 : TensorType::kF32, policy);
@@ -75,10 +87,11 @@ void HeldRows::decode_row(int64_t r, float* out, int64_t n) const {
 HeldRows hold_tensor(ComputeContext& ctx, const GgufFile& f, const TensorRef& ref, bool as_panels,
                      bool int8_activations) {
   const GgufTensorInfo& t = checked(f, ref);
-  const int64_t rows = t.dims.size() > 1 ? static_cast<int64_t>(t.n_elements() / t.dims[0]) : 1;
-  const auto bytes = static_cast<size_t>(t.n_bytes());
+  const uint64_t n = part_elements(ref, t);
+  const int64_t rows = t.dims.size() > 1 ? static_cast<int64_t>(n / t.dims[0]) : 1;
+  const auto bytes = static_cast<size_t>(ref.slice < 0 ? t.n_bytes() : t.n_bytes() / t.dims[2]);
   uint8_t* dst = ctx.arena.allocate(bytes);
-  std::memcpy(dst, f.tensor_data(t), bytes);
+  std::memcpy(dst, part_data(f, ref, t), bytes);
   f.release(t);
   HeldRows held{t.type, dst, rows, static_cast<int64_t>(bytes) / rows};
   const auto type = static_cast<uint32_t>(t.type);

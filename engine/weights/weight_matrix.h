@@ -68,10 +68,12 @@ class WeightMatrix {
   int64_t n_out_, n_in_;
 };
 
-// A tensor of a file and the shape (ggml order: [n_in, rows]) the model expects of it.
+// A tensor of a file and the shape (ggml order: [n_in, rows]) the model expects of it; or one
+// matrix of a stacked 3-D tensor (a mixture's experts: dims [n_in, rows, n], matrix `slice`).
 struct TensorRef {
   std::string name;
   std::vector<uint64_t> dims;
+  int64_t slice = -1;  // the matrix [dims[0], dims[1]] number `slice` of a 3-D tensor; -1: all of it
 };
 
 // The matrix whose rows are the named tensors' rows, stacked in order (fused Q/K/V, gate+up).

@@ -1,5 +1,5 @@
 // Every architecture in ../shared/models/arch against llama.cpp (b4747's reference-logprobs.json;
-// qwen3 and gemma3 against b10472's reference-logprobs-b10472.json):
+// qwen3, gemma3, qwen3moe and gpt-oss against b10472's reference-logprobs-b10472.json):
 // the reference text's teacher-forced log-probabilities within 0.002 nats/token on every kernel
 // level, and the greedy continuation of "Once upon a time" token for token.
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@ namespace kvserve {
 namespace {
 
 const char* const kArchModels[] = {"tiny-qwen2", "tiny-phi3",       "tiny-gemma2", "tiny-gpt2",
-                                   "tiny-llama3rope", "tiny-qwen3", "tiny-gemma3"};
+                                   "tiny-llama3rope", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gpt-oss"};
 
 class ArchFiles : public ::testing::TestWithParam<std::tuple<const char*, KernelLevel>> {
  protected:
@@ -169,7 +169,7 @@ TEST(ArchRefusals, UnknownArchitecturesKeysTensorsAndValuesAreNamed) {
   refused(edited_copy(qwen, "arch", {{"general.architecture", GgufValue::str("mamba")}}), "'mamba'");
   refused(edited_copy(qwen, "key", {{"qwen2.attention.layer_norm_epsilon_v2", GgufValue::f32(1e-5f)}}),
           "qwen2.attention.layer_norm_epsilon_v2");
-  refused(edited_copy(qwen, "yarn", {{"qwen2.rope.scaling.type", GgufValue::str("yarn")}}), "'yarn'");
+  refused(edited_copy(qwen, "longrope", {{"qwen2.rope.scaling.type", GgufValue::str("longrope")}}), "'longrope'");
   refused(edited_copy(qwen, "moe", {{"qwen2.expert_count", GgufValue::u32(8)}}), "qwen2.expert_count");
   refused(edited_copy(qwen, "tensor", {}, "blk.0.attn_q_norm.weight"), "blk.0.attn_q_norm.weight");
   // Controls: an unedited copy loads, and linear rope scaling is read as its factor.

@@ -1,6 +1,6 @@
 // The tests' one independent forward pass: deliberately naive, in double precision, for the
 // architectures of ../shared/models (llama, with rope_freqs or not, qwen2, phi3, gemma2, gpt2,
-// qwen3, gemma3), written from the models' published definitions: dense causal attention
+// qwen3, gemma3, qwen3moe, gpt-oss), written from the models' published definitions: dense causal attention
 // recomputed for the whole sequence, no cache, no kernels, no ArchSpec. It reads weights
 // straight from the GGUF file (F32, F16 or BF16) and shares no code with DecoderModel. GELU is
 // the tanh form with its input and output rounded to half precision, as llama.cpp's CPU backend
@@ -51,7 +51,12 @@ class ReferenceDecoder {
     if (f.find_tensor("rope_freqs.weight")) freq_factors_ = w("rope_freqs.weight");
     base_local_ = getf("rope.freq_base_swa", 10000.0);
     if (f.has(arch_ + ".rope.scaling.factor")) linear_ = getf("rope.scaling.factor", 1.0);
+    yarn_ = f.has(arch_ + ".rope.scaling.type") && f.get(arch_ + ".rope.scaling.type").as_string("") == "yarn";
+    yarn_orig_ = getf("rope.scaling.original_context_length", 4096.0);
     period_ = geti("attention.sliding_window_pattern", 6);
+    experts_ = geti("expert_count", 0);
+    experts_used_ = geti("expert_used_count", 0);
+    ff_expert_ = geti("expert_feed_forward_length", 0);
   }
 
   // log p(tokens[t+1] | tokens[..t]) for t = 0..T-2.
@@ -93,8 +98,9 @@ class ReferenceDecoder {
     const int T = static_cast<int>(tokens.size()), kvd = kv_heads_ * hd_, qd = heads_ * hd_;
     const bool gpt2 = arch_ == "gpt2", phi3 = arch_ == "phi3", gemma3 = arch_ == "gemma3";
     const bool gemma2 = arch_ == "gemma2" || gemma3;  // what Gemma 3 shares with Gemma 2
-    const bool head_norms = gemma3 || arch_ == "qwen3";
+    const bool head_norms = gemma3 || arch_ == "qwen3" || arch_ == "qwen3moe";
     const bool neox = arch_ != "llama";
+    const bool gptoss = arch_ == "gpt-oss";
     auto emb = w("token_embd.weight");
     std::vector<std::vector<double>> x(T, std::vector<double>(d_));
     for (int t = 0; t < T; ++t)
@@ -113,6 +119,7 @@ class ReferenceDecoder {
       // Gemma 2 windows its even layers, Gemma 3 all but every period-th, phi3 every layer.
       const int window = phi3                ? window_
                          : gemma3            ? (l % period_ < period_ - 1 ? window_ : 0)
+                         : gptoss            ? (l % 2 == 0 ? window_ : 0)
                          : gemma2 && l % 2 == 0 ? window_
                                              : 0;
       // Gemma 3's windowed layers rotate with their own base and no scaling, the others scaled.
@@ -154,7 +161,10 @@ class ReferenceDecoder {
             if (attn_cap_ > 0) s[u] = attn_cap_ * std::tanh(s[u] / attn_cap_);
             mx = std::max(mx, s[u]);
           }
-          double sum = 0;
+          // gpt-oss: the head's sink logit joins the denominator.
+          const double sink = gptoss ? w(p + "attn_sinks.weight")[h] : -INFINITY;
+          mx = std::max(mx, sink);
+          double sum = gptoss ? std::exp(sink - mx) : 0.0;
           for (int u = first; u <= t; ++u) sum += (s[u] = std::exp(s[u] - mx));
           if (probs)
             for (int u = first; u <= t; ++u) (*probs)[static_cast<size_t>(l) * heads_ + h][static_cast<size_t>(t) * T + u] = s[u] / sum;
@@ -165,7 +175,12 @@ class ReferenceDecoder {
         auto o = linear(p + "attn_output", att, d_);
         if (gemma2) o = norm(o, p + "post_attention_norm");
         for (int i = 0; i < d_; ++i) x[t][i] += o[i];
-        auto h2 = norm(x[t], p + "ffn_norm");
+        auto h2 = norm(x[t], p + (gptoss ? "post_attention_norm" : "ffn_norm"));
+        if (experts_ > 0) {
+          const auto y = mixture(p, h2);
+          for (int i = 0; i < d_; ++i) x[t][i] += y[i];
+          continue;
+        }
         std::vector<double> act(ff_);
         if (gpt2) {
           auto up = linear(p + "ffn_up", h2, ff_);
@@ -257,16 +272,88 @@ class ReferenceDecoder {
       for (int i = 0; i < hd_; ++i) v[h * hd_ + i] *= inv * g[i];
     }
   }
+  // YaRN (gpt-oss): pair i's angle moves from the interpolated one (position / factor) to the
+  // original by a ramp between the pairs that turn 32 and 1 times over the original context,
+  // and cos and sin grow by 1 + 0.1·ln(factor).
   void rope(std::vector<double>& v, int pos, int nh, bool neox, double base, double linear) const {
+    double magnitude = 1.0, lo = 0.0, hi = 0.0;
+    if (yarn_) {
+      const auto corr = [&](double turns) {
+        return rot_ * std::log(yarn_orig_ / (turns * 2 * M_PI)) / (2 * std::log(base));
+      };
+      lo = std::max(0.0, std::floor(corr(32.0)));
+      hi = std::min(rot_ - 1.0, std::ceil(corr(1.0)));
+      magnitude = 1.0 + 0.1 * std::log(linear_);
+    }
     for (int h = 0; h < nh; ++h)
       for (int i = 0; i < rot_ / 2; ++i) {
         double th = pos / linear * std::pow(base, -2.0 * i / rot_);
+        if (yarn_) {
+          const double original = pos * std::pow(base, -2.0 * i / rot_), ramp = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+          th = original / linear_ * (1.0 - ramp) + original * ramp;
+        }
         if (!freq_factors_.empty()) th /= freq_factors_[i];
         const int ia = h * hd_ + (neox ? i : 2 * i), ib = h * hd_ + (neox ? i + rot_ / 2 : 2 * i + 1);
         const double a = v[ia], b = v[ib];
-        v[ia] = a * std::cos(th) - b * std::sin(th);
-        v[ib] = a * std::sin(th) + b * std::cos(th);
+        v[ia] = (a * std::cos(th) - b * std::sin(th)) * magnitude;
+        v[ib] = (a * std::sin(th) + b * std::cos(th)) * magnitude;
       }
+  }
+  // A mixture of experts. Qwen3-MoE: p = softmax of the router's logits, the experts_used_
+  // largest chosen (the lower index first on a tie), their p renormalised to sum 1, and the
+  // weighted sum of each chosen expert's SwiGLU. gpt-oss: the largest biased logits chosen,
+  // weights a softmax over those alone, each expert with biases and the clamped SwiGLU
+  // x·sigmoid(1.702x)·(y + 1), x = min(gate, 7), y = clamp(up, -7, 7).
+  std::vector<double> mixture(const std::string& p, const std::vector<double>& h) const {
+    const bool gptoss = arch_ == "gpt-oss";
+    const auto logits = linear(p + "ffn_gate_inp", h, experts_);
+    std::vector<double> score = logits;
+    if (!gptoss) {
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      for (double& z : score) sum += (z = std::exp(z - mx));
+      for (double& z : score) z /= sum;
+    }
+    std::vector<int> order(experts_);
+    for (int e = 0; e < experts_; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
+    std::vector<double> weight(experts_used_);
+    double total = 0;
+    for (int j = 0; j < experts_used_; ++j)
+      total += (weight[j] = gptoss ? std::exp(score[order[j]] - score[order[0]]) : score[order[j]]);
+    for (double& wj : weight) wj /= total;
+    std::vector<double> y(d_, 0.0);
+    for (int j = 0; j < experts_used_; ++j) {
+      const int e = order[j];
+      auto gate = expert_linear(p + "ffn_gate_exps", e, h, ff_expert_);
+      auto up = expert_linear(p + "ffn_up_exps", e, h, ff_expert_);
+      std::vector<double> act(ff_expert_);
+      for (int i = 0; i < ff_expert_; ++i) {
+        if (gptoss) {
+          const double g = std::min(gate[i], 7.0), u = std::clamp(up[i], -7.0, 7.0);
+          act[i] = g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
+        } else {
+          act[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+        }
+      }
+      const auto down = expert_linear(p + "ffn_down_exps", e, act, d_);
+      for (int i = 0; i < d_; ++i) y[i] += weight[j] * down[i];
+    }
+    return y;
+  }
+  // Expert e's matrix of the stacked `name`.weight ([cols, rows, experts] in ggml order) times x.
+  // Plus expert e's row of `name`.bias ([rows, experts]) where the file has one.
+  std::vector<double> expert_linear(const std::string& name, int e, const std::vector<double>& x, int rows) const {
+    const auto m = w(name + ".weight");
+    const size_t cols = x.size(), at = static_cast<size_t>(e) * rows * cols;
+    std::vector<double> y(rows, 0.0);
+    if (f_.find_tensor(name + ".bias")) {
+      const auto b = w(name + ".bias");
+      std::copy(b.begin() + static_cast<size_t>(e) * rows, b.begin() + static_cast<size_t>(e + 1) * rows, y.begin());
+    }
+    for (int r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) y[r] += m[at + r * cols + c] * x[c];
+    return y;
   }
   static double gelu(double x) {
     if (x <= -10.0) return 0.0;
@@ -282,6 +369,9 @@ class ReferenceDecoder {
   int d_, layers_, heads_, kv_heads_, ff_, hd_, rot_, vocab_, window_;
   double base_, eps_, attn_cap_, final_cap_, base_local_ = 10000.0, linear_ = 1.0;
   int period_ = 6;
+  int experts_ = 0, experts_used_ = 0, ff_expert_ = 0;
+  bool yarn_ = false;
+  double yarn_orig_ = 4096.0;
   std::vector<double> freq_factors_;
 };
 

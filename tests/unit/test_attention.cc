@@ -32,9 +32,11 @@ class PagedAttention : public ::testing::TestWithParam<std::tuple<Shape, KernelL
 // window, soft_cap: PagedAttentionArgs's (0: none). With a window, the blocks of each sequence
 // wholly before every batch token's window are swapped for a block of NaN: reading them shows.
 // seq_len: the sequences' lengths; chunk: how many of each one's last tokens are in the batch.
+// sinks: per-head logits that join each softmax's denominator (gpt-oss), or empty.
 template <class KvT>
 void check_against_dense(const Shape& shape, const KernelTable& k, int window = 0, float soft_cap = 0.0f,
-                         const std::vector<int>& seq_len = {37, 5, 64}, const std::vector<int>& chunk = {1, 5, 9}) {
+                         const std::vector<int>& seq_len = {37, 5, 64}, const std::vector<int>& chunk = {1, 5, 9},
+                         const std::vector<float>& sinks = {}) {
   const auto [n_head, n_kv, hd, bs] = shape;
   constexpr bool q8 = std::is_same_v<KvT, int8_t>;
   const int groups = n_kv * hd / kKvQ8Group;
@@ -133,7 +135,8 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
                                            .max_blocks = max_blocks, .token_seq = token_seq.data(),
                                            .ctx_lens = ctx.data(), .n_head = n_head, .n_kv = n_kv, .head_dim = hd,
                                            .block_size = bs, .scale = scale, .window = window,
-                                           .soft_cap = soft_cap, .out = out.data(),
+                                           .soft_cap = soft_cap, .sinks = sinks.empty() ? nullptr : sinks.data(),
+                                           .out = out.data(),
                                            .k_scales = q8 ? ks.data() : nullptr, .v_scales = q8 ? vs.data() : nullptr,
                                            .k_anchor = q8 ? k_anchor.data() : nullptr,
                                            .v_anchor = q8 ? v_anchor.data() : nullptr});
@@ -152,6 +155,10 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
         w[u] = dot * scale;
         if (soft_cap > 0) w[u] = soft_cap * std::tanh(w[u] / soft_cap);
         mx = std::max(mx, w[u]);
+      }
+      if (!sinks.empty()) {  // the sink's exp(logit) joins the denominator alone
+        mx = std::max(mx, double(sinks[h]));
+        sum = std::exp(sinks[h] - mx);
       }
       for (int u = first; u <= p; ++u) sum += (w[u] = std::exp(w[u] - mx));
       for (int i = 0; i < hd; ++i) {
@@ -190,6 +197,20 @@ TEST_P(PagedAttention, SlidingWindowAndSoftCapMatchDense) {
   check_against_dense<_Float16>(std::get<0>(GetParam()), k, 7, 0.0f);
   check_against_dense<float>(std::get<0>(GetParam()), k, 0, 0.5f);
   check_against_dense<int8_t>(std::get<0>(GetParam()), k, 20, 0.5f);  // returns at once for rows not of whole q8_0 blocks
+}
+
+// Attention sinks (gpt-oss): per head a logit with no value joins the softmax's denominator;
+// some below every score, some far above it (the head then attends to almost nothing), with a
+// window and in every cache type.
+TEST_P(PagedAttention, SinksJoinTheDenominator) {
+  const KernelTable& k = kernel_table(std::get<1>(GetParam()));
+  const int n_head = std::get<0>(GetParam()).n_head;
+  std::vector<float> sinks(n_head);
+  for (int h = 0; h < n_head; ++h) sinks[h] = h % 3 == 0 ? -2.0f : h % 3 == 1 ? 0.3f : 6.0f;
+  check_against_dense<float>(std::get<0>(GetParam()), k, 0, 0.0f, {37, 5, 64}, {1, 5, 9}, sinks);
+  check_against_dense<float>(std::get<0>(GetParam()), k, 7, 0.0f, {37, 5, 64}, {1, 5, 9}, sinks);
+  check_against_dense<_Float16>(std::get<0>(GetParam()), k, 0, 0.0f, {37, 5, 64}, {1, 5, 9}, sinks);
+  check_against_dense<int8_t>(std::get<0>(GetParam()), k, 0, 0.0f, {37, 5, 64}, {1, 5, 9}, sinks);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,

@@ -40,6 +40,21 @@ struct BlockIQ4_NL {
 };
 // The levels of IQ4_NL, denser near zero (ggml-common.h's kvalues_iq4nl).
 inline constexpr int8_t kIq4nlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// MXFP4 (OCP microscaling, gpt-oss's experts): 32 E2M1 values sharing one E8M0 power-of-two
+// scale. kMxfp4Levels holds each 4-bit code's value doubled (as ggml's kvalues_mxfp4), and the
+// scale byte e decodes to 2^(e - 128), the half that undoes it.
+struct BlockMXFP4 {
+  uint8_t e;            // E8M0 exponent
+  uint8_t qs[kQK / 2];  // code j in the low nibble of byte j, code j+16 in its high nibble
+};
+inline constexpr int8_t kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128) as ggml's E8M0_TO_FP32_HALF: subnormal for e < 2.
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
 struct BlockQ2_K {
   uint8_t scales[kQK_K / 16];  // per 16 values: 4-bit scale (low), 4-bit min (high)
   uint8_t qs[kQK_K / 4];       // 2-bit values
@@ -70,7 +85,8 @@ struct BlockQ6_K {
 };
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18);
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18 &&
+              sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 

@@ -107,6 +107,17 @@ static inline void decode_iq4_nl(const void* src, float* dst, int64_t n) {
   }
 }
 
+static inline void decode_mxfp4(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockMXFP4*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = e8m0_half(b[i].e);
+    for (int j = 0; j < kQK / 2; ++j) {
+      dst[j] = static_cast<float>(kMxfp4Levels[b[i].qs[j] & 0xF]) * d;
+      dst[j + kQK / 2] = static_cast<float>(kMxfp4Levels[b[i].qs[j] >> 4]) * d;
+    }
+  }
+}
+
 static inline void decode_q2_k(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ2_K*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i) {

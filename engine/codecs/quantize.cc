@@ -388,6 +388,25 @@ void encode_iq4_nl(const float* x, void* dst, int64_t n) {
   }
 }
 
+void encode_mxfp4(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockMXFP4*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const auto e = static_cast<uint8_t>(amax > 0.0f ? std::floor(std::log2(amax)) - 2 + 127 : 0);
+    const float d = e8m0_half(e);
+    const auto nearest = [d](float v) {
+      int best = 0;
+      float err = std::fabs(kMxfp4Levels[0] * d - v);
+      for (int k = 1; k < 16; ++k)
+        if (const float e2 = std::fabs(kMxfp4Levels[k] * d - v); e2 < err) best = k, err = e2;
+      return best;
+    };
+    y[i].e = e;
+    for (int j = 0; j < kQK / 2; ++j) y[i].qs[j] = static_cast<uint8_t>(nearest(x[j]) | (nearest(x[j + 16]) << 4));
+  }
+}
+
 void encode_q2_k(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ2_K*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {

@@ -18,6 +18,9 @@ void encode_q8_0(const float* src, void* dst, int64_t n);
 // IQ4_NL as llama-quantize writes it without an importance matrix: per block, the scale of
 // least x²-weighted squared error among 16 candidates, each index the nearest level.
 void encode_iq4_nl(const float* src, void* dst, int64_t n);
+// MXFP4 as llama-quantize writes it: the scale 2^(floor(log2 max|x|) - 2), each code the nearest
+// level (the first on a tie).
+void encode_mxfp4(const float* src, void* dst, int64_t n);
 void encode_q2_k(const float* src, void* dst, int64_t n);
 void encode_q3_k(const float* src, void* dst, int64_t n);
 void encode_q4_k(const float* src, void* dst, int64_t n);

@@ -63,6 +63,7 @@ constexpr TensorTypeTraits kTypes[] = {
     {TensorType::kBF16, "BF16", 1, 2, bf16_to_float, bf16_from_float},
     {TensorType::kTQ1_0, "TQ1_0", 256, 54, nullptr, nullptr},
     {TensorType::kTQ2_0, "TQ2_0", 256, 66, nullptr, nullptr},
+    {TensorType::kMXFP4, "MXFP4", 32, 17, quant::decode_mxfp4, quant::encode_mxfp4},
 };
 
 }  // namespace

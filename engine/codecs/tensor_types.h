@@ -17,7 +17,7 @@ enum class TensorType : uint32_t {
   kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15,
   kIQ2_XXS = 16, kIQ2_XS = 17, kIQ3_XXS = 18, kIQ1_S = 19, kIQ4_NL = 20, kIQ3_S = 21, kIQ2_S = 22,
   kIQ4_XS = 23, kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kIQ1_M = 29, kBF16 = 30,
-  kTQ1_0 = 34, kTQ2_0 = 35,
+  kTQ1_0 = 34, kTQ2_0 = 35, kMXFP4 = 39,
 };
 
 struct TensorTypeTraits {

@@ -242,6 +242,8 @@ const std::array kRows = {
     block32<int8_types::TypeQ5_0>(TensorType::kQ5_0, quant::decode_q5_0),
     block32<int8_types::TypeQ5_1>(TensorType::kQ5_1, quant::decode_q5_1),
     block32<int8_types::TypeIQ4_NL>(TensorType::kIQ4_NL, KVS_FAST(fast_iq4_nl, quant::decode_iq4_nl)),
+    // MXFP4 (gpt-oss's experts): the float path at every level; no integer kernels yet.
+    MatmulTypeRow{.type = TensorType::kMXFP4, .family = MatmulFamily::kBlock32, .decode = quant::decode_mxfp4},
     block_k<krows::Kind::kQ2K>(TensorType::kQ2_K, KVS_FAST(fast_q2_k, quant::decode_q2_k)),
     block_k<krows::Kind::kQ3K>(TensorType::kQ3_K, KVS_FAST(fast_q3_k, quant::decode_q3_k)),
     block_k<krows::Kind::kQ4K>(TensorType::kQ4_K, KVS_FAST(fast_q4_k, quant::decode_q4_k)),

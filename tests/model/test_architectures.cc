@@ -180,6 +180,28 @@ TEST(ArchRefusals, UnknownArchitecturesKeysTensorsAndValuesAreNamed) {
   EXPECT_EQ(DecoderHparams::from_gguf(linear).rope_freq_scale, 0.25f);
 }
 
+// gpt-oss with MXFP4 experts (and Q8_0 elsewhere), as llama-quantize wrote it: with float
+// activations it is its exactly decoded twin, and both are within 0.002 nats/token of
+// llama.cpp's figures for the twin; as served (8-bit activations on the Q8_0 matrices) it stays
+// near llama.cpp's own figures for the MXFP4 file.
+TEST(Mxfp4, GptOssExpertsDecodeExactlyAndServeNearLlamaCpp) {
+  const std::string file = "quant/tiny-gpt-oss-mxfp4.gguf", twin = "quant/tiny-gpt-oss-mxfp4.dequant-f32.gguf";
+  KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model(file));
+  KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model(twin));
+  for (KernelLevel level : supported_levels()) {
+    const Compare twin_run = compare(twin, twin, level);
+    const Compare float_acts = compare(file, twin, level, false);
+    const Compare served = compare(file, file, level, true);
+    std::printf("%s: twin %.6f, MXFP4 with float activations vs the twin's reference %.6f, as served vs llama.cpp on "
+                "MXFP4 %.5f (means %.4f / %.4f)\n",
+                level_name(level), twin_run.mean_abs, float_acts.mean_abs, served.mean_abs, served.mean_ours,
+                served.mean_ref);
+    EXPECT_LE(twin_run.mean_abs, 0.002);
+    EXPECT_LE(float_acts.mean_abs, 0.002);
+    EXPECT_LE(served.mean_abs, 0.12);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, QuantizedArch,
                          ::testing::Combine(::testing::ValuesIn(kArchModels), ::testing::Values("Q8_0", "Q4_K_M")),
                          [](const auto& info) {

@@ -48,7 +48,7 @@ INSTANTIATE_TEST_SUITE_P(Files, QuantTwins,
                          ::testing::Values("stories260K-q8_0", "stories260K-q4_0", "stories260K-mixed",
                                            "synth-kquant-Q2_K", "synth-kquant-Q3_K_M", "synth-kquant-Q4_K_M",
                                            "synth-kquant-Q5_K_M", "synth-kquant-Q6_K", "synth-kquant-Q8_0",
-                                           "synth-kquant-Q4_0"));
+                                           "synth-kquant-Q4_0", "tiny-gpt-oss-mxfp4"));
 
 // Each kernel level's decoders (the matmul kernels' own, vectorized where it pays) give the same
 // floats as the twins.
@@ -56,13 +56,14 @@ class LevelDecoders : public ::testing::TestWithParam<KernelLevel> {};
 
 TEST_P(LevelDecoders, DecodeEveryQuantizedTensorBitExactly) {
   for (const char* name : {"stories260K-mixed", "synth-kquant-Q2_K", "synth-kquant-Q3_K_M", "synth-kquant-Q4_K_M",
-                           "synth-kquant-Q5_K_M", "synth-kquant-Q6_K", "synth-kquant-Q8_0", "synth-kquant-Q4_0"}) {
+                           "synth-kquant-Q5_K_M", "synth-kquant-Q6_K", "synth-kquant-Q8_0", "synth-kquant-Q4_0",
+                           "tiny-gpt-oss-mxfp4"}) {
     const std::string base = testing::shared_model(std::string("quant/") + name);
     KVSERVE_REQUIRE_SHARED_FILE(base + ".gguf");
     GgufFile q(base + ".gguf"), twin(base + ".dequant-f32.gguf");
     for (const GgufTensorInfo& t : q.tensors()) {
-      if (t.dims.size() != 2) continue;
-      const int64_t rows = static_cast<int64_t>(t.dims[1]), n_in = static_cast<int64_t>(t.dims[0]);
+      if (t.dims.size() < 2) continue;  // matrices, and stacked experts as their rows
+      const int64_t n_in = static_cast<int64_t>(t.dims[0]), rows = static_cast<int64_t>(t.n_elements()) / n_in;
       std::vector<float> got(t.n_elements());
       kernel_table(GetParam()).dequantize_rows(static_cast<uint32_t>(t.type), static_cast<const uint8_t*>(q.tensor_data(t)),
                                                tensor_bytes(t.type, n_in), rows, n_in, got.data());
@@ -80,13 +81,37 @@ TEST(QuantTwins, TheFilesCoverEveryDecodedType) {
   KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model("quant/synth-kquant-Q2_K.gguf"));
   std::vector<bool> seen(64);
   for (const char* name : {"stories260K-mixed", "stories260K-q4_0", "synth-kquant-Q2_K", "synth-kquant-Q3_K_M",
-                           "synth-kquant-Q4_K_M", "synth-kquant-Q5_K_M", "synth-kquant-Q6_K", "synth-kquant-Q8_0"}) {
+                           "synth-kquant-Q4_K_M", "synth-kquant-Q5_K_M", "synth-kquant-Q6_K", "synth-kquant-Q8_0",
+                           "tiny-gpt-oss-mxfp4"}) {
     GgufFile f(testing::shared_model(std::string("quant/") + name + ".gguf"));
     for (const GgufTensorInfo& t : f.tensors()) seen[static_cast<uint32_t>(t.type)] = true;
   }
   for (TensorType t : {TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0,
-                       TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K})
+                       TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
+                       TensorType::kMXFP4})
     EXPECT_TRUE(seen[static_cast<uint32_t>(t)]) << tensor_type_name(t);
+}
+
+// MXFP4's encoder on the values llama-quantize's blocks decode to: every such value is a level
+// times a power of two, so encoding them again and decoding gives them back bit for bit.
+TEST(QuantTypes, Mxfp4ReencodesItsOwnValuesExactly) {
+  const std::string path = testing::shared_model("quant/tiny-gpt-oss-mxfp4.gguf");
+  KVSERVE_REQUIRE_SHARED_FILE(path);
+  GgufFile q(path);
+  const TensorTypeTraits& mx = tensor_type(TensorType::kMXFP4);
+  int tensors = 0;
+  for (const GgufTensorInfo& t : q.tensors()) {
+    if (t.type != TensorType::kMXFP4) continue;
+    ++tensors;
+    const auto n = static_cast<int64_t>(t.n_elements());
+    std::vector<float> values(n), again(n);
+    mx.to_float(q.tensor_data(t), values.data(), n);
+    std::vector<uint8_t> bytes(tensor_bytes(TensorType::kMXFP4, n));
+    mx.from_float(values.data(), bytes.data(), n);
+    mx.to_float(bytes.data(), again.data(), n);
+    EXPECT_EQ(std::memcmp(values.data(), again.data(), n * sizeof(float)), 0) << t.name;
+  }
+  EXPECT_EQ(tensors, 15);
 }
 
 // IQ4_NL (llama-quantize's fallback for Q2_K/Q3_K rows not a multiple of 256; no file in shared/

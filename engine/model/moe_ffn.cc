@@ -79,12 +79,6 @@ int64_t MoeFfn::bytes_per_token() const {
   return w_.router->bytes() + expert / routing_.n_expert * routing_.n_used;
 }
 
-int64_t MoeFfn::bytes_held() const {
-  int64_t n = w_.router->bytes();
-  for (const Expert& e : w_.experts) n += e.gate_up->bytes() + e.down->bytes();
-  return n;
-}
-
 int64_t MoeFfn::panel_bytes() const {
   int64_t n = w_.router->panel_bytes();
   for (const Expert& e : w_.experts) n += e.gate_up->panel_bytes() + e.down->panel_bytes();

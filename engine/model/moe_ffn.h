@@ -39,16 +39,12 @@ class MoeFfn {
   void forward(const float* h, int64_t T, float* x);
   void prepare(int64_t max_rows);
 
-  // Weight bytes one token's step reads (the router and n_used experts), and all that is held.
+  // Weight bytes one token's step reads: the router and n_used experts.
   int64_t bytes_per_token() const;
-  int64_t bytes_held() const;
   int64_t panel_bytes() const;  // of those held, as packed panels
   void count_bytes(std::map<TensorType, int64_t>& by_type) const;
   void describe_plan(std::map<std::string, std::string>& plan) const;
   int64_t small_floats() const;  // biases held as F32
-
-  // The last forward's choices, [T, n_used] each (for tests).
-  const std::vector<int32_t>& chosen() const { return chosen_; }
 
  private:
   Weights w_;

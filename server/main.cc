@@ -50,8 +50,16 @@ void log_startup(const kvserve::Engine& engine) {
   spdlog::info("CPU kernels: {} (model.kernels \"{}\"); {} compute threads ({})", m.kernels,
                engine.options().model.kernels, m.num_threads, m.threads_reason);
   spdlog::info("matmul plan at 1, 4, 16, 64, 512 rows: {}", m.matmul_plan);
-  spdlog::info("KV cache bytes per token: 2 (K,V) x {} layers x {} KV heads x {} head dim x {} bytes = {} bytes",
-               m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_size, m.kv_bytes_per_token);
+  if (m.mla.on())
+    spdlog::info("KV cache bytes per token: latent attention, 1 row x {} layers x ({} latent + {} rotary) x {} bytes "
+                 "= {} bytes; each head's K and V instead: {} layers x {} heads x (K {} + {} and V {}) x {} bytes = {} "
+                 "bytes ({:.1f}x)",
+                 m.n_layer, m.mla.kv_lora_rank, m.mla.qk_rope_dim, m.kv_element_size, m.kv_bytes_per_token, m.n_layer,
+                 m.n_head, m.mla.qk_nope_dim, m.mla.qk_rope_dim, m.mla.v_head_dim, m.kv_element_size,
+                 m.kv_bytes_per_token_multi_head, double(m.kv_bytes_per_token_multi_head) / m.kv_bytes_per_token);
+  else
+    spdlog::info("KV cache bytes per token: 2 (K,V) x {} layers x {} KV heads x {} head dim x {} bytes = {} bytes",
+                 m.n_layer, m.n_head_kv, m.head_dim, m.kv_element_size, m.kv_bytes_per_token);
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens, {}", m.num_blocks, m.block_size, m.token_capacity,
                m.kv_total_bytes >= (int64_t{1} << 30) ? fmt::format("{:.2f} GiB", m.kv_total_bytes / double(1 << 30))
                                                       : fmt::format("{:.1f} MiB", m.kv_total_bytes / double(1 << 20)));

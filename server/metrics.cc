@@ -26,7 +26,7 @@ MetricsServer::Reply MetricsServer::answer(const std::string& method, const std:
     if (authorization) header = std::string_view(authorization);
     if (!auth_->tenant(header)) return {401, "text/plain", std::string(BearerAuth::kUnauthenticatedMessage) + "\n"};
   }
-  return {200, "text/plain; version=0.0.4", metrics_.render(engine_.stats())};
+  return {200, "text/plain; version=0.0.4", metrics_.render(engine_.stats(), engine_.model_info())};
 }
 
 namespace {

@@ -112,12 +112,19 @@ void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoRespon
   out->set_token_capacity(i.token_capacity);
   auto* kv = out->mutable_kv_bytes_per_token();
   kv->set_total(i.kv_bytes_per_token);
-  kv->set_kv_factor(2);
+  kv->set_kv_factor(i.mla.on() ? 1 : 2);
   kv->set_n_layers(i.n_layer);
   kv->set_n_kv_heads(i.n_head_kv);
   kv->set_head_dim(i.head_dim);
   kv->set_element_bytes(i.kv_element_bytes);
   kv->set_element_size(i.kv_element_size);
+  if (i.mla.on()) {
+    kv->set_mla_kv_lora_rank(i.mla.kv_lora_rank);
+    kv->set_mla_rope_dim(i.mla.qk_rope_dim);
+    kv->set_mla_nope_dim(i.mla.qk_nope_dim);
+    kv->set_mla_v_head_dim(i.mla.v_head_dim);
+    kv->set_multi_head_total(i.kv_bytes_per_token_multi_head);
+  }
   out->set_kv_cache_bytes(i.kv_total_bytes);
   out->set_max_concurrency(i.max_concurrency);
   out->set_weight_type(i.weight_type);

@@ -159,6 +159,34 @@ inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_di
     for (int d = d0; d < head_dim; ++d) o[d] += w[s] * static_cast<float>(vb[static_cast<int64_t>(s) * head_dim + d]);
 }
 
+// o[d] += Σ_s w[s] · K[d, s] for d < v_dim over the first n positions of one block: the values
+// of a latent cache, which are the first v_dim entries of each (transposed) K row.
+// w: [n]; kb: [head_dim, block_size]; o: [v_dim].
+template <class KvT>
+inline void block_weighted_sum_t(const float* w, const KvT* kb, int n, int v_dim, int block_size, float* o) {
+  for (int d = 0; d < v_dim; ++d) {
+    const KvT* k = kb + static_cast<int64_t>(d) * block_size;
+    int s = 0;
+    float sum = 0.0f;
+#if KVSERVE_HAS_AVX512
+    __m512 acc = _mm512_setzero_ps();
+    for (; s + kLanes <= n; s += kLanes) acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + s), load16(k + s), acc);
+    sum = _mm512_reduce_add_ps(acc);
+#else
+    float acc[kLanes] = {};
+    for (; s + kLanes <= n; s += kLanes) {
+      float kv[kLanes];
+      load_lanes(k + s, kv);
+#pragma omp simd
+      for (int i = 0; i < kLanes; ++i) acc[i] += w[s + i] * kv[i];
+    }
+    for (int i = 0; i < kLanes; ++i) sum += acc[i];
+#endif
+    for (; s < n; ++s) sum += w[s] * static_cast<float>(k[s]);
+    o[d] += sum;
+  }
+}
+
 // sc[0..n) <- softmax(sc[0..n)), the denominator also holding exp(sink) (-inf: no sink).
 inline void softmax_inplace(float* sc, int n, float sink = -INFINITY) {
   float mx = sc[0];
@@ -200,9 +228,10 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
     for (int h = 0; h < n_kv; ++h) {
       const int64_t base = (block * n_kv + h) * block_size * head_dim;
       const float* kr = k + r * row_stride + h * head_dim;
-      const float* vr = v + r * row_stride + h * head_dim;
+      const float* vr = v_cache ? v + r * row_stride + h * head_dim : nullptr;
       for (int d = 0; d < head_dim; ++d) k_cache[base + int64_t{d} * block_size + off] = static_cast<KvT>(kr[d]);
-      for (int d = 0; d < head_dim; ++d) v_cache[base + off * head_dim + d] = static_cast<KvT>(vr[d]);
+      if (v_cache)
+        for (int d = 0; d < head_dim; ++d) v_cache[base + off * head_dim + d] = static_cast<KvT>(vr[d]);
     }
   }
 }
@@ -293,16 +322,16 @@ void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_strid
       for (int i = 0; i < kKvQ8Group; ++i) {
         const int c = g * kKvQ8Group + i;
         kx[i] = k[r * row_stride + c] - (k_anchor ? k_anchor[c] : 0.0f);
-        vx[i] = v[r * row_stride + c] - (v_off ? v_off[c] : 0.0f);
+        vx[i] = v_cache ? v[r * row_stride + c] - (v_off ? v_off[c] : 0.0f) : 0.0f;
       }
       k_scales[(block * block_size + off) * groups + g] = quantize32(kx, kq);
-      v_scales[(block * block_size + off) * groups + g] = quantize32(vx, vq);
+      if (v_cache) v_scales[(block * block_size + off) * groups + g] = quantize32(vx, vq);
       // Value i of the group is dimension d of KV head h in the row.
       for (int i = 0; i < kKvQ8Group; ++i) {
         const int h = (g * kKvQ8Group + i) / head_dim, d = (g * kKvQ8Group + i) % head_dim;
         const int64_t base = (block * n_kv + h) * block_size * head_dim;
         k_cache[base + int64_t{d} * block_size + off] = kq[i];
-        v_cache[base + off * head_dim + d] = vq[i];
+        if (v_cache) v_cache[base + off * head_dim + d] = vq[i];
       }
     }
   }
@@ -372,7 +401,10 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
   float* const* capture = a.capture;
   const int64_t* capture_head_stride = a.capture_head_stride;
   const int group = n_head / n_kv;
-  const int64_t out_stride = static_cast<int64_t>(n_head) * head_dim;
+  // A latent cache (v_dim > 0): values are K's first v_dim entries, read from K's slices.
+  const bool v_in_k = a.v_dim > 0;
+  const int vd = v_in_k ? a.v_dim : head_dim;
+  const int64_t out_stride = static_cast<int64_t>(n_head) * vd;
   [[maybe_unused]] const int64_t slice_bytes = static_cast<int64_t>(block_size) * head_dim * sizeof(KvT);
   // One work item per (token, KV head): the group of query heads sharing that KV head reads
   // each K and V row once.
@@ -405,7 +437,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
 #if KVSERVE_HAS_AVX512
           if (i < blocks)
             prefetch_slice(k_cache + (table[first + i] * n_kv + kvh) * block_size * head_dim, slice_bytes);
-          else if (i < 2 * blocks)
+          else if (i < 2 * blocks && !v_in_k)
             prefetch_slice(v_cache + (table[first + i - blocks] * n_kv + kvh) * block_size * head_dim, slice_bytes);
 #endif
         };
@@ -452,8 +484,39 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
             std::fill(c, c + base, 0.0f);
             std::copy(sc, sc + span, c + base);
           }
-          float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim;
-          std::fill(o, o + head_dim, 0.0f);
+          float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd;
+          std::fill(o, o + vd, 0.0f);
+        }
+        if (v_in_k) {
+          for (int p0 = base; p0 < ctx; p0 += block_size) {
+            const int64_t block = table[p0 / block_size];
+            const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
+            const int n = std::min(block_size, ctx - p0);
+            auto weigh = [&](const auto* slice) {
+              for (int g = 0; g < group; ++g)
+                block_weighted_sum_t(scores.data() + static_cast<size_t>(g) * span + (p0 - base), slice, n, vd,
+                                     block_size, out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd);
+            };
+            if constexpr (std::is_same_v<KvT, int8_t>)
+              weigh(q8.k(p0 / block_size, n, [&](float* dst) {
+                dequantize_k_slice(kb, a.k_scales + block * block_size * groups, kvh, n, head_dim, block_size, groups,
+                                   dst);
+              }));
+            else
+              weigh(kb);
+          }
+          if constexpr (std::is_same_v<KvT, int8_t>) {
+            if (a.k_anchor)  // every row's values came from K - anchor: add Σw · anchor back
+              for (int g = 0; g < group; ++g) {
+                const float* sc = scores.data() + static_cast<size_t>(g) * span;
+                float wsum = 0.0f;
+                for (int i = skip; i < span; ++i) wsum += sc[i];
+                const float* an = a.k_anchor + static_cast<int64_t>(kvh) * head_dim;
+                float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd;
+                for (int d = 0; d < vd; ++d) o[d] += wsum * an[d];
+              }
+          }
+          continue;
         }
         for (int p0 = base; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];

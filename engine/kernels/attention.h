@@ -20,6 +20,7 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 // Stores each token's K and V rows at its slot (block · block_size + offset).
 // k, v: [rows, row_stride] with n_kv·head_dim values from column 0; slots: [rows].
 // k_cache: [num_blocks, n_kv, head_dim, block_size]; v_cache: [num_blocks, n_kv, block_size, head_dim].
+// v and v_cache null: K alone (a latent cache, whose values are part of K's rows).
 template <class KvT>
 void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
               int n_kv, int head_dim, int block_size, KvT* k_cache, KvT* v_cache);
@@ -28,7 +29,8 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
 // by side) with an F16 scale each: k_scales, v_scales: [num_blocks, block_size, n_kv·head_dim/32].
 // Rounded are K - k_anchor for every token and V - v_anchor for a token at position 0 (other V
 // rows as they are); paged_attention adds the anchors back. k_anchor, v_anchor: [n_kv·head_dim]
-// or null (zero); positions: [rows], each token's position in its sequence.
+// or null (zero); positions: [rows], each token's position in its sequence. v, v_cache and
+// v_scales null: K alone.
 void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
                  const int32_t* positions, const float* k_anchor, const float* v_anchor, int n_kv, int head_dim,
                  int block_size, int8_t* k_cache, int8_t* v_cache, uint16_t* k_scales, uint16_t* v_scales);

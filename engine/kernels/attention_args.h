@@ -16,7 +16,7 @@ struct PagedAttentionArgs {
   int64_t rows = 0;
   int64_t q_stride = 0;
   const KvT* k_cache = nullptr;      // [num_blocks, n_kv, head_dim, block_size]
-  const KvT* v_cache = nullptr;      // [num_blocks, n_kv, block_size, head_dim]
+  const KvT* v_cache = nullptr;      // [num_blocks, n_kv, block_size, head_dim]; null when v_dim > 0
   const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
   int32_t max_blocks = 0;
   const int32_t* token_seq = nullptr;  // [rows] row of block_tables for each token
@@ -30,6 +30,9 @@ struct PagedAttentionArgs {
   // [n_head] or null: head h's softmax denominator gains exp(sinks[h]) (gpt-oss's attention
   // sinks: a logit with no value, so a head may attend to nothing).
   const float* sinks = nullptr;
+  // > 0: each position's value is the first v_dim entries of its K row and there is no V cache
+  // (multi-head latent attention's cache, model/mla_attention.h); out is then [rows, n_head·v_dim].
+  int v_dim = 0;
   float* out = nullptr;              // [rows, n_head·head_dim]
   // May be null: [rows] pointers, each null or the place for that token's attention
   // probabilities: head h's ctx_lens[t] weights go to capture[t] + h·capture_head_stride[t].

@@ -14,9 +14,13 @@ std::vector<KvVariant> kv_what_if(const KvShapeFacts& f) {
   };
   // Values per token to bytes: 34 per 32 (rounded up to whole blocks of 32) in a q8_0 cache.
   auto bytes = [&](int64_t values) { return f.q8 ? (values + 31) / 32 * 34 : values * f.element_bytes; };
-  auto gqa = [&](int32_t n_kv) { return int64_t{2} * f.n_layer * bytes(int64_t{n_kv} * f.head_dim); };
+  const int64_t v_dim = f.v_head_dim > 0 ? f.v_head_dim : f.head_dim;
+  auto gqa = [&](int32_t n_kv) {
+    return f.n_layer * (bytes(int64_t{n_kv} * f.head_dim) + bytes(int64_t{n_kv} * v_dim));
+  };
   std::vector<KvVariant> out;
-  out.push_back(make("as is", f.n_head_kv, gqa(f.n_head_kv)));
+  out.push_back(make("as is", f.mla_latent > 0 && f.as_is_bytes_per_token > 0 ? 0 : f.n_head_kv,
+                     f.as_is_bytes_per_token > 0 ? f.as_is_bytes_per_token : gqa(f.n_head_kv)));
   out.push_back(make("MHA", f.n_head, gqa(f.n_head)));
   // Only groupings the model's heads allow: g KV heads must divide the query heads and be fewer.
   for (int32_t g : {2, 4, 8})

@@ -23,13 +23,16 @@ struct KvShapeFacts {
   int64_t budget_bytes;
   int32_t mla_latent = 0;  // d_c; 0 = 4 · head_dim
   int32_t mla_rope = 64;   // d_rope
+  int32_t v_head_dim = 0;  // a head's V width where it differs from head_dim (K's); 0: head_dim
+  int64_t as_is_bytes_per_token = 0;  // the cache as it is, where known (a latent cache); 0: from the heads
   bool q8 = false;         // q8_0 cache: 34 bytes per 32 values, element_bytes ignored
   // Positions of every layer one full-length request holds at once: max_model_len, or fewer when
   // windowed layers release the blocks behind their window (0: max_model_len).
   int64_t tokens_held = 0;
 };
 
-// bytes/token = 2 · L · n_kv · d_h · bytes for the first five; (d_c + d_rope) · L · bytes for MLA.
+// bytes/token = L · n_kv · (d_k + d_v) · bytes for the first five (2 · L · n_kv · d_h when K and
+// V heads are alike); (d_c + d_rope) · L · bytes for MLA.
 std::vector<KvVariant> kv_what_if(const KvShapeFacts& f);
 
 }  // namespace kvserve

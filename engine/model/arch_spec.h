@@ -16,7 +16,9 @@ namespace kvserve {
 
 enum class NormKind { kRms, kLayer };                  // RMSNorm, or LayerNorm with bias
 enum class RopeLayout { kAdjacentPairs, kNeox, kNone };  // (2i, 2i+1), the two halves, or no rotary
-enum class AttnKind { kMultiHead };                    // grouped-query multi-head attention over a K/V cache
+// Grouped-query multi-head attention over a K/V cache, or DeepSeek-V2's multi-head latent
+// attention (model/mla_attention.h) over a cache of one latent and one rotary key per token.
+enum class AttnKind { kMultiHead, kLatent };
 // gated SiLU, gated GELU (tanh), plain GELU, gpt-oss's clamped gated SiLU (model/activations.h)
 enum class FfnKind { kSwiGlu, kGeGluTanh, kGelu, kSwiGluOai };
 
@@ -57,8 +59,14 @@ struct ArchSpec {
   std::string ffn_norm = "ffn_norm";
   // attn_sinks: a learned logit per head that joins each softmax's denominator (gpt-oss).
   bool attn_sinks = false;
-  // YaRN's magnitude read as DeepSeek-V2 reads rope.scaling.yarn_log_multiplier (rope_yarn.h).
+  // YaRN's magnitude read as DeepSeek-V2 reads rope.scaling.yarn_log_multiplier (rope_yarn.h):
+  // the file holds 0.1 x mscale_all_dim, and the query scale carries DeepSeek's mscale squared.
   bool yarn_mscale_fixed = false;
+  // DeepSeek-V2's mixture: <arch>.expert_gating_func picks the gating (1 softmax, 2 sigmoid),
+  // <arch>.expert_weights_norm the renormalisation; <arch>.expert_shared_count shared experts
+  // (ffn_*_shexp, one SwiGLU of that many experts' width) run on every token beside the routed
+  // ones; the first <arch>.leading_dense_block_count layers have a dense FFN instead.
+  bool moe_keys = false;
 
   std::string key(const std::string& suffix) const { return name + "." + suffix; }
 };

@@ -87,7 +87,9 @@ void read_rope_scaling(ArchKeys& keys, DecoderHparams& hp) {
       log_mul = static_cast<float>(v->as_float(keys.name("rope.scaling.yarn_log_multiplier")));
       if (!std::isfinite(log_mul) || log_mul < 0.0f)
         keys.fail("key '" + keys.name("rope.scaling.yarn_log_multiplier") + "' must be finite and not negative");
+      if (hp.spec->yarn_mscale_fixed) log_mul /= 0.1f;  // DeepSeek-V2's converter writes 0.1 x mscale_all_dim
     }
+    hp.yarn_log_mul = log_mul;
     hp.yarn = make_yarn(hp.rope_dim, n_ctx_orig, hp.rope_base, factor, keys.get_float("rope.scaling.yarn_beta_fast", 32.0f),
                         keys.get_float("rope.scaling.yarn_beta_slow", 1.0f),
                         keys.get_float("rope.scaling.yarn_ext_factor", 1.0f),
@@ -116,11 +118,69 @@ void read_moe(ArchKeys& keys, DecoderHparams& hp) {
       keys.fail("key '" + keys.name("expert_weights_scale") + "' must be finite and not negative");
     if (scale != 0.0) r.scale = static_cast<float>(scale);
   }
-  // The architecture fixes renormalisation (as llama.cpp's graph for it does).
-  keys.ignore("expert_weights_norm");
-  if (const GgufValue* v = keys.find("expert_shared_count"); v && v->as_int(keys.name("expert_shared_count")) != 0)
-    keys.fail("key '" + keys.name("expert_shared_count") + "': shared experts are not implemented for architecture '" +
-              hp.spec->name + "'");
+  if (!hp.spec->moe_keys) {
+    // The architecture fixes renormalisation (as llama.cpp's graph for it does).
+    keys.ignore("expert_weights_norm");
+    if (const GgufValue* v = keys.find("expert_shared_count"); v && v->as_int(keys.name("expert_shared_count")) != 0)
+      keys.fail("key '" + keys.name("expert_shared_count") + "': shared experts are not implemented for architecture '" +
+                hp.spec->name + "'");
+    return;
+  }
+  // DeepSeek-V2: the file says (softmax and no renormalisation where it does not).
+  if (const GgufValue* v = keys.find("expert_gating_func")) {
+    const int64_t g = v->as_int(keys.name("expert_gating_func"));
+    if (g != 1 && g != 2)
+      keys.fail("key '" + keys.name("expert_gating_func") + "' is " + std::to_string(g) +
+                ": only 1 (softmax) and 2 (sigmoid) are implemented");
+    r.gating = g == 1 ? MoeGating::kSoftmax : MoeGating::kSigmoid;
+  }
+  if (const GgufValue* v = keys.find("expert_weights_norm")) r.normalize = v->as_bool(keys.name("expert_weights_norm"));
+  if (const GgufValue* v = keys.find("expert_shared_count")) {
+    const int64_t n = v->as_int(keys.name("expert_shared_count"));
+    if (n < 0 || n > 64) keys.fail("key '" + keys.name("expert_shared_count") + "' is out of range");
+    hp.n_ff_shared = static_cast<int32_t>(n) * hp.n_ff_expert;
+  }
+  if (const GgufValue* v = keys.find("leading_dense_block_count")) {
+    const int64_t n = v->as_int(keys.name("leading_dense_block_count"));
+    if (n < 0 || n > hp.n_layer)
+      keys.fail("key '" + keys.name("leading_dense_block_count") + "' is " + std::to_string(n) + ", outside 0.." +
+                std::to_string(hp.n_layer));
+    hp.n_dense_lead = static_cast<int32_t>(n);
+  }
+}
+
+// Multi-head latent attention: the latent and rotary widths, each head's query/key and value
+// widths, the query bottleneck. The file's key_length / value_length are the cached row's
+// (kv_lora_rank + rope, kv_lora_rank) and key_length_mla / value_length_mla a head's; files
+// written before the split (attn_kv_b) carry only the head's, as key_length / value_length.
+void read_latent(ArchKeys& keys, DecoderHparams& hp, int32_t key_length, int32_t value_length) {
+  ModelHparams::Latent& m = hp.mla;
+  m.kv_lora_rank = keys.get_int("attention.kv_lora_rank", 0, true);
+  m.qk_rope_dim = keys.get_int("rope.dimension_count", 0, true);
+  if (const GgufValue* q = keys.find("attention.q_lora_rank")) {
+    const int64_t r = q->as_int(keys.name("attention.q_lora_rank"));
+    if (r < 0 || r > (int64_t{1} << 20)) keys.fail("key '" + keys.name("attention.q_lora_rank") + "' is out of range");
+    m.q_lora_rank = static_cast<int32_t>(r);
+  }
+  const int32_t k_mla = keys.get_int("attention.key_length_mla", 0, false);
+  const int32_t v_mla = keys.get_int("attention.value_length_mla", 0, false);
+  if ((k_mla > 0) != (v_mla > 0))
+    keys.fail("keys '" + keys.name("attention.key_length_mla") + "' and '" + keys.name("attention.value_length_mla") +
+              "' come together");
+  if (k_mla > 0 && (key_length != m.kv_lora_rank + m.qk_rope_dim || value_length != m.kv_lora_rank))
+    keys.fail(keys.name("attention.key_length") + " " + std::to_string(key_length) + " and " +
+              keys.name("attention.value_length") + " " + std::to_string(value_length) +
+              " must be kv_lora_rank + rope.dimension_count and kv_lora_rank");
+  const int32_t head_k = k_mla > 0 ? k_mla : key_length;
+  m.v_head_dim = k_mla > 0 ? v_mla : value_length;
+  if (head_k <= m.qk_rope_dim || m.qk_rope_dim % 2 != 0)
+    keys.fail(keys.name("rope.dimension_count") + " " + std::to_string(m.qk_rope_dim) +
+              " must be even and below the head's key length " + std::to_string(head_k));
+  m.qk_nope_dim = head_k - m.qk_rope_dim;
+  hp.n_head_kv = 1;  // one latent and one rotary key, shared by every head
+  hp.head_dim = m.kv_lora_rank + m.qk_rope_dim;
+  hp.v_dim = m.v_head_dim;
+  hp.q_dim = hp.n_head * head_k;
 }
 
 }  // namespace
@@ -159,10 +219,15 @@ DecoderHparams DecoderHparams::from_gguf(const GgufFile& f) {
               keys.name("attention.key_length"));
   hp.head_dim = key_length ? key_length : hp.n_embd / hp.n_head;
   const int32_t value_length = keys.get_int("attention.value_length", hp.head_dim, false);
-  if (value_length != hp.head_dim)
-    keys.fail(keys.name("attention.value_length") + " " + std::to_string(value_length) +
-              " differs from the key length " + std::to_string(hp.head_dim) + ": not implemented");
-  hp.q_dim = hp.n_head * hp.head_dim;
+  if (spec->attn == AttnKind::kLatent) {
+    read_latent(keys, hp, hp.head_dim, value_length);
+  } else {
+    if (value_length != hp.head_dim)
+      keys.fail(keys.name("attention.value_length") + " " + std::to_string(value_length) +
+                " differs from the key length " + std::to_string(hp.head_dim) + ": not implemented");
+    hp.q_dim = hp.n_head * hp.head_dim;
+    hp.v_dim = hp.head_dim;
+  }
 
   if (spec->rope != RopeLayout::kNone) {
     hp.rope_dim = keys.get_int("rope.dimension_count", hp.head_dim, false);
@@ -200,9 +265,19 @@ DecoderHparams DecoderHparams::from_gguf(const GgufFile& f) {
     hp.layer_attn[l] = {.window = local ? hp.sliding_window : 0, .rope = local && hp.ropes.size() > 1 ? 1 : 0};
     hp.layer_windows.push_back(hp.layer_attn[l].window);
   }
-  const int32_t head_scale =
-      spec->embd_query_scale_layers == hp.n_layer ? hp.n_embd / hp.n_head : hp.head_dim;
+  const int32_t head_scale = spec->attn == AttnKind::kLatent ? hp.mla.qk_nope_dim + hp.mla.qk_rope_dim
+                             : spec->embd_query_scale_layers == hp.n_layer ? hp.n_embd / hp.n_head
+                                                                           : hp.head_dim;
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(head_scale));
+  if (spec->yarn_mscale_fixed && spec->rope != RopeLayout::kNone) {
+    // DeepSeek-V2 moves YaRN's magnitude into the query scale: mscale² with mscale = the
+    // attention factor before ggml's own 1 + 0.1·ln(factor) is taken off, times
+    // 1 + 0.1·log_mul·ln(factor) (llama.cpp's deepseek2 graph).
+    const float factor = 1.0f / hp.rope_freq_scale, ln = std::log(factor);
+    const float attn_org = hp.yarn.ext_factor != 0.0f ? hp.yarn.magnitude : hp.yarn.magnitude * (1.0f + 0.1f * ln);
+    const float mscale = attn_org * (1.0f + 0.1f * hp.yarn_log_mul * ln);
+    hp.attn_scale *= mscale * mscale;
+  }
   if (spec->scale_embedding) hp.embed_scale = std::sqrt(static_cast<float>(hp.n_embd));
 
   // Keys that hold for every decoder here or say nothing new.

@@ -21,6 +21,7 @@ struct DecoderHparams : ModelHparams {
   float rope_base = 10000.0f;    // <arch>.rope.freq_base
   float rope_freq_scale = 1.0f;  // 1 / <arch>.rope.scaling.factor for linear and YaRN scaling
   Yarn yarn;                     // YaRN's mix and magnitude (ext_factor 0: none)
+  float yarn_log_mul = 0.0f;     // rope.scaling.yarn_log_multiplier (DeepSeek-V2's: / 0.1)
   // The rotations layers use: [0] rope_base with rope_freq_scale; [1], where the spec has
   // local_rope_base, the windowed layers' base without scaling.
   struct Rope {
@@ -46,6 +47,9 @@ struct DecoderHparams : ModelHparams {
   // (<arch>.expert_feed_forward_length). routing.n_expert 0: every layer's FFN is dense.
   MoeRouting routing;
   int32_t n_ff_expert = 0;
+  int32_t n_dense_lead = 0;  // leading layers whose FFN is dense in a mixture (DeepSeek-V2)
+  int32_t n_ff_shared = 0;   // the shared experts' SwiGLU width on every MoE layer (0: none)
+  int32_t v_dim = 0;         // each head's attention output: head_dim, or MLA's v_head_dim
 
   // The window of layer l's attention (0: it sees every position).
   int32_t window_of(int layer) const { return layer_attn[layer].window; }

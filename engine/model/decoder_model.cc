@@ -2,21 +2,18 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
 
 #include "codecs/tensor_types.h"
 #include "model/activations.h"
+#include "model/scratch.h"
 #include "weights/compute_context.h"
 
 namespace kvserve {
 namespace {
-
-template <typename T>
-void grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
 
 // The tensors a model reads, so that those it did not read can be refused by name.
 class TensorUse {
@@ -99,6 +96,49 @@ std::unique_ptr<MoeFfn> load_moe(const DecoderHparams& hp, TensorUse& use, MakeM
   return std::make_unique<MoeFfn>(std::move(w), hp.routing, hp.n_embd, hp.n_ff_expert, hp.spec->ffn, kernels);
 }
 
+// Layer prefix p's latent attention. The heads' K and V up-projections come split (attn_k_b
+// [nope, kv_lora, n_head], attn_v_b [kv_lora, v_head, n_head]), one matrix of each per head as
+// stored; or, in files written before the split, as one attn_kv_b [kv_lora, n_head·(nope +
+// v_head)], decoded and K's part transposed.
+template <class MakeMatrix>
+std::unique_ptr<MlaAttention> load_latent(const DecoderHparams& hp, TensorUse& use, MakeMatrix& matrix,
+                                          ComputeContext& ctx, const GgufFile& f, const WeightPolicy& policy,
+                                          const std::string& p, const KernelTable& kernels) {
+  const ModelHparams::Latent& m = hp.mla;
+  const uint64_t d = hp.n_embd, H = hp.n_head, nope = m.qk_nope_dim, rope = m.qk_rope_dim, lora = m.kv_lora_rank,
+                 vd = m.v_head_dim, qd = uint64_t(hp.q_dim);
+  MlaAttention::Weights w;
+  if (m.q_lora_rank > 0) {
+    const uint64_t qr = m.q_lora_rank;
+    w.q_a = matrix({{p + "attn_q_a.weight", {d, qr}}});
+    w.q_a_norm = use.floats({p + "attn_q_a_norm.weight", {qr}});
+    w.q = matrix({{p + "attn_q_b.weight", {qr, qd}}});
+  } else {
+    w.q = matrix({{p + "attn_q.weight", {d, qd}}});
+  }
+  w.kv_a = matrix({{p + "attn_kv_a_mqa.weight", {d, lora + rope}}});
+  w.kv_a_norm = use.floats({p + "attn_kv_a_norm.weight", {lora}});
+  if (!use.has(p + "attn_kv_b.weight")) {
+    for (uint64_t h = 0; h < H; ++h) {
+      const auto slice = static_cast<int64_t>(h);
+      w.k_b.push_back(matrix({{p + "attn_k_b.weight", {nope, lora, H}, slice}}));
+      w.v_b.push_back(matrix({{p + "attn_v_b.weight", {lora, vd, H}, slice}}));
+    }
+  } else {
+    const std::vector<float> kv_b = use.floats({p + "attn_kv_b.weight", {lora, H * (nope + vd)}});
+    const TensorType stored = f.tensor(p + "attn_kv_b.weight").type;
+    std::vector<float> kt(lora * nope);
+    for (uint64_t h = 0; h < H; ++h) {
+      const float* head = kv_b.data() + h * (nope + vd) * lora;  // nope rows of K, then vd rows of V
+      for (uint64_t i = 0; i < nope; ++i)
+        for (uint64_t r = 0; r < lora; ++r) kt[r * nope + i] = head[i * lora + r];
+      w.k_b.push_back(make_weight_matrix(ctx, kt.data(), int64_t(lora), int64_t(nope), stored, policy));
+      w.v_b.push_back(make_weight_matrix(ctx, head + nope * lora, int64_t(vd), int64_t(lora), stored, policy));
+    }
+  }
+  return std::make_unique<MlaAttention>(std::move(w), m, hp.n_head, hp.norm_eps, kernels);
+}
+
 }  // namespace
 
 DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const KernelTable& kernels)
@@ -159,25 +199,34 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     // Q, K and V share one matmul: their rows stacked as one [q_dim + 2·kvd, d] matrix (or the
     // file's fused tensor, stacked the same way); so do the gate and up projections.
     AttnPart& A = L.attn;
-    if (spec.fused_qkv) {
+    if (spec.attn == AttnKind::kLatent) {
+      A.mla = load_latent(hp_, use, matrix, *ctx_, f, policy, p, k_);
+    } else if (spec.fused_qkv) {
       A.qkv = matrix({{p + "attn_qkv.weight", {d, qd + 2 * kvd}}});
       A.qkv_bias = use.optional(p + "attn_qkv.bias", qd + 2 * kvd);
     } else {
       A.qkv = matrix({{p + "attn_q.weight", {d, qd}}, {p + "attn_k.weight", {d, kvd}}, {p + "attn_v.weight", {d, kvd}}});
       A.qkv_bias = use.stacked({{p + "attn_q.bias", qd}, {p + "attn_k.bias", kvd}, {p + "attn_v.bias", kvd}});
     }
-    if (spec.attn_biases && A.qkv_bias.empty())
+    if (spec.attn_biases && A.qkv_bias.empty() && !A.mla)
       throw GgufError(f.path() + ": missing tensor '" + p + (spec.fused_qkv ? "attn_qkv.bias'" : "attn_q.bias'"));
     if (spec.qk_norm) {
       A.q_norm = use.floats({p + "attn_q_norm.weight", {uint64_t(hp_.head_dim)}});
       A.k_norm = use.floats({p + "attn_k_norm.weight", {uint64_t(hp_.head_dim)}});
     }
     if (spec.attn_sinks) A.sinks = use.floats({p + "attn_sinks.weight", {uint64_t(hp_.n_head)}});
-    A.wo = matrix({{p + "attn_output.weight", {qd, d}}});
+    A.wo = matrix({{p + "attn_output.weight", {uint64_t(hp_.n_head) * hp_.v_dim, d}}});
     A.wo_bias = use.optional(p + "attn_output.bias", d);
     FfnPart& F = L.ffn;
-    if (hp_.routing.n_expert > 0) {
+    F.ff = ff;
+    if (hp_.routing.n_expert > 0 && l >= hp_.n_dense_lead) {
       F.moe = load_moe(hp_, use, matrix, p, k_);
+      if (hp_.n_ff_shared > 0) {  // the shared experts: one SwiGLU on every token
+        const uint64_t sh = hp_.n_ff_shared;
+        F.ff = sh;
+        F.gate_up = matrix({{p + "ffn_gate_shexp.weight", {d, sh}}, {p + "ffn_up_shexp.weight", {d, sh}}});
+        F.down = matrix({{p + "ffn_down_shexp.weight", {sh, d}}});
+      }
       continue;
     }
     if (spec.ffn == FfnKind::kGelu) {
@@ -205,15 +254,23 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     hp_.panel_bytes += m.panel_bytes();
   };
   for (const Layer& L : layers_) {
-    for (const auto* m : {L.attn.qkv.get(), L.attn.wo.get()}) count(*m);
+    if (L.attn.mla) {
+      L.attn.mla->count_bytes(held);
+      L.attn.mla->describe_plan(plan);
+      hp_.bytes_per_step += L.attn.mla->bytes();
+      hp_.panel_bytes += L.attn.mla->panel_bytes();
+    } else {
+      count(*L.attn.qkv);
+    }
+    count(*L.attn.wo);
     if (L.ffn.moe) {  // a decode step reads the router and the chosen experts
       L.ffn.moe->count_bytes(held);
       L.ffn.moe->describe_plan(plan);
       hp_.bytes_per_step += L.ffn.moe->bytes_per_token();
       hp_.panel_bytes += L.ffn.moe->panel_bytes();
-    } else {
-      for (const auto* m : {L.ffn.gate_up.get(), L.ffn.down.get()}) count(*m);
     }
+    for (const auto* m : {L.ffn.gate_up.get(), L.ffn.down.get()})
+      if (m) count(*m);
   }
   count(*output_);
   if (!output_reuses_rows) {  // the embedding's memory besides the matrices (one row a token is read)
@@ -229,7 +286,7 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
     small += floats(L.attn_norm) + floats(L.ffn_norm) + floats(L.post_attn_norm) + floats(L.post_ffn_norm) +
              static_cast<int64_t>(L.attn.qkv_bias.size() + L.attn.wo_bias.size() + L.attn.q_norm.size() +
                                   L.attn.k_norm.size() + L.attn.sinks.size() + L.ffn.gate_up_bias.size() + L.ffn.down_bias.size()) +
-             (L.ffn.moe ? L.ffn.moe->small_floats() : 0);
+             (L.ffn.moe ? L.ffn.moe->small_floats() : 0) + (L.attn.mla ? L.attn.mla->small_floats() : 0);
   held[TensorType::kF32] += small * static_cast<int64_t>(sizeof(float));
   for (const auto& [type, n] : held) hp_.weight_bytes += n;
   hp_.file_types = tensor_type_mix(file);
@@ -245,12 +302,13 @@ DecoderModel::~DecoderModel() = default;
 void DecoderModel::warm_up(int64_t max_rows) {
   const bool post = hp_.spec->post_norms;  // the residual add is fused unless a post-norm comes first
   for (Layer& L : layers_) {
-    L.attn.qkv->prepare(max_rows, false);
+    if (L.attn.mla)
+      L.attn.mla->prepare(max_rows);
+    else
+      L.attn.qkv->prepare(max_rows, false);
     L.attn.wo->prepare(max_rows, !post);
-    if (L.ffn.moe) {
-      L.ffn.moe->prepare(max_rows);
-      continue;
-    }
+    if (L.ffn.moe) L.ffn.moe->prepare(max_rows);
+    if (!L.ffn.gate_up) continue;
     L.ffn.gate_up->prepare(max_rows, false);
     L.ffn.down->prepare(max_rows, !post);
   }
@@ -279,7 +337,7 @@ void DecoderModel::add_to_residual(WeightMatrix& w, const std::vector<float>& bi
 }
 
 void DecoderModel::zero_masked_heads(const BatchInputs& in, int layer, int64_t rows) {
-  const int64_t hd = hp_.head_dim, width = hp_.q_dim;
+  const int64_t hd = hp_.v_dim, width = int64_t{hp_.n_head} * hp_.v_dim;
   for (int64_t t = 0; t < rows; ++t) {
     const uint8_t* mask = in.head_mask[t];
     if (!mask) continue;
@@ -288,7 +346,8 @@ void DecoderModel::zero_masked_heads(const BatchInputs& in, int layer, int64_t r
   }
 }
 
-void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q, float* k, float* v, int64_t qkv_dim) {
+void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, const float* q, int64_t q_stride, const float* k,
+                          const float* v, int64_t kv_stride, float* out) {
   const int64_t T = in.size();
   float* const* capture = nullptr;
   if (!in.attn_capture.empty()) {
@@ -306,17 +365,17 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
   const float* sinks = sink_logits.empty() ? nullptr : sink_logits.data();
   // Store this step's K/V, then attend; KvT is the cache's element type.
   auto args = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
-    return PagedAttentionArgs<KvT>{.q = q, .rows = T, .q_stride = qkv_dim, .k_cache = k_cache, .v_cache = v_cache,
+    return PagedAttentionArgs<KvT>{.q = q, .rows = T, .q_stride = q_stride, .k_cache = k_cache, .v_cache = v_cache,
                                    .block_tables = tables, .max_blocks = in.max_blocks,
                                    .token_seq = in.token_seq.data(), .ctx_lens = ctx_lens_.data(),
                                    .n_head = hp_.n_head, .n_kv = hp_.n_head_kv, .head_dim = hp_.head_dim,
                                    .block_size = kv.block_size(), .scale = hp_.attn_scale,
                                    .window = hp_.window_of(l), .soft_cap = hp_.attn_soft_cap,
-                                   .sinks = sinks, .out = attn_.data(),
+                                   .sinks = sinks, .v_dim = hp_.mla.on() ? hp_.mla.kv_lora_rank : 0, .out = out,
                                    .capture = capture, .capture_head_stride = cap_strides_.data()};
   };
   auto store_and_attend = [&]<class KvT>(KvT* k_cache, KvT* v_cache) {
-    k_.write_kv(k_cache)(k, v, T, qkv_dim, slots, hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache,
+    k_.write_kv(k_cache)(k, v, T, kv_stride, slots, hp_.n_head_kv, hp_.head_dim, kv.block_size(), k_cache,
                          v_cache);
     k_.paged_attention(args(k_cache, v_cache));
   };
@@ -324,13 +383,13 @@ void DecoderModel::attend(const BatchInputs& in, KvStorage& kv, int l, float* q,
     int8_t *kc = kv.k<int8_t>(l), *vc = kv.v<int8_t>(l);
     const int64_t kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
     const float* anchor = kv_anchor_.data() + 2 * l * kv_dim;  // this layer's K anchor, then its V anchor
-    k_.write_kv_q8(k, v, T, qkv_dim, slots, in.positions.data(), anchor, anchor + kv_dim,
+    k_.write_kv_q8(k, v, T, kv_stride, slots, in.positions.data(), anchor, anchor + kv_dim,
                    hp_.n_head_kv, hp_.head_dim, kv.block_size(), kc, vc, kv.k_scales(l), kv.v_scales(l));
     PagedAttentionArgs<int8_t> a = args(kc, vc);
     a.k_scales = kv.k_scales(l);
     a.v_scales = kv.v_scales(l);
     a.k_anchor = anchor;
-    a.v_anchor = anchor + kv_dim;
+    a.v_anchor = vc ? anchor + kv_dim : nullptr;
     k_.paged_attention(a);
   } else if (kv.half()) {
     store_and_attend(kv.k<_Float16>(l), kv.v<_Float16>(l));
@@ -343,6 +402,16 @@ void DecoderModel::run_attention(const BatchInputs& in, KvStorage& kv, int l) {
   const AttnPart& A = layers_[l].attn;
   const int64_t T = in.size(), hd = hp_.head_dim, q_dim = hp_.q_dim, kv_dim = int64_t{hp_.n_head_kv} * hd;
   const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  if (A.mla) {  // latent attention: absorbed queries over the cached latents, then each head's value
+    const int64_t width = A.mla->row_width();
+    const float* cs = rope_cs_.data() + int64_t{hp_.layer_attn[l].rope} * T * hp_.rope_dim;
+    A.mla->project(h_.data(), T, cs, mla_q_.data(), mla_rows_.data());
+    attend(in, kv, l, mla_q_.data(), hp_.n_head * width, mla_rows_.data(), nullptr, width, mla_o_.data());
+    A.mla->expand(mla_o_.data(), T, attn_.data());
+    if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
+    add_to_residual(*A.wo, A.wo_bias, layers_[l].post_attn_norm, attn_.data(), T);
+    return;
+  }
   A.qkv->forward(h_.data(), T, qkv_.data());
   if (!A.qkv_bias.empty()) k_.add_bias(qkv_.data(), T, qkv_dim, A.qkv_bias.data(), qkv_dim);
   float* q = qkv_.data();
@@ -359,18 +428,16 @@ void DecoderModel::run_attention(const BatchInputs& in, KvStorage& kv, int l) {
     k_.rope(q, T, qkv_dim, cs, hp_.n_head, hd, hp_.rope_dim, neox);
     k_.rope(k, T, qkv_dim, cs, hp_.n_head_kv, hd, hp_.rope_dim, neox);
   }
-  attend(in, kv, l, q, k, v, qkv_dim);
+  attend(in, kv, l, q, qkv_dim, k, v, qkv_dim, attn_.data());
   if (!in.head_mask.empty()) zero_masked_heads(in, l, T);
   add_to_residual(*A.wo, A.wo_bias, layers_[l].post_attn_norm, attn_.data(), T);
 }
 
 void DecoderModel::run_ffn(int l, int64_t T) {
   const FfnPart& F = layers_[l].ffn;
-  if (F.moe) {
-    F.moe->forward(h_.data(), T, x_.data());
-    return;
-  }
-  const int64_t ff = hp_.n_ff, gu_dim = hp_.spec->ffn == FfnKind::kGelu ? ff : 2 * ff;
+  if (F.moe) F.moe->forward(h_.data(), T, x_.data());
+  if (!F.gate_up) return;
+  const int64_t ff = F.ff, gu_dim = hp_.spec->ffn == FfnKind::kGelu ? ff : 2 * ff;
   F.gate_up->forward(h_.data(), T, gu_.data());
   if (!F.gate_up_bias.empty()) k_.add_bias(gu_.data(), T, gu_dim, F.gate_up_bias.data(), gu_dim);
   switch (hp_.spec->ffn) {
@@ -398,14 +465,14 @@ void DecoderModel::compute_kv_anchor() {
   kv_anchor_.resize(static_cast<size_t>(hp_.n_layer) * 2 * kv_dim);
   for (int l = 0; l < hp_.n_layer; ++l) {
     std::copy_n(scratch.k<float>(l), kv_dim, kv_anchor_.data() + 2 * l * kv_dim);
-    std::copy_n(scratch.v<float>(l), kv_dim, kv_anchor_.data() + (2 * l + 1) * kv_dim);
+    if (const float* v = scratch.v<float>(l)) std::copy_n(v, kv_dim, kv_anchor_.data() + (2 * l + 1) * kv_dim);
   }
 }
 
 const float* DecoderModel::forward(const BatchInputs& in, KvStorage& kv) {
   if (kv.q8() && kv_anchor_.empty()) compute_kv_anchor();
   const ArchSpec& spec = *hp_.spec;
-  const int64_t T = in.size(), D = hp_.n_embd, F = hp_.n_ff;
+  const int64_t T = in.size(), D = hp_.n_embd, F = std::max(hp_.n_ff, hp_.n_ff_shared);
   const int64_t q_dim = hp_.q_dim, qkv_dim = q_dim + 2 * int64_t{hp_.n_head_kv} * hp_.head_dim;
   const int64_t gu_dim = spec.ffn == FfnKind::kGelu ? F : 2 * F;
   const int64_t R = static_cast<int64_t>(in.logit_rows.size());
@@ -414,7 +481,13 @@ const float* DecoderModel::forward(const BatchInputs& in, KvStorage& kv) {
   grow(x_, Tp * D);
   grow(h_, Tp * D);
   grow(qkv_, Tp * qkv_dim);
-  grow(attn_, Tp * q_dim);
+  grow(attn_, Tp * std::max<int64_t>(q_dim, int64_t{hp_.n_head} * hp_.v_dim));
+  if (hp_.mla.on()) {
+    const int64_t width = int64_t{hp_.mla.kv_lora_rank} + hp_.mla.qk_rope_dim;
+    grow(mla_q_, Tp * hp_.n_head * width);
+    grow(mla_rows_, Tp * width);
+    grow(mla_o_, Tp * hp_.n_head * hp_.mla.kv_lora_rank);
+  }
   grow(gu_, Tp * gu_dim);
   grow(act_, Tp * F);
   grow(last_, Rp * D);

@@ -15,6 +15,7 @@
 #include "kv_cache/kv_storage.h"
 #include "model/batch.h"
 #include "model/decoder_hparams.h"
+#include "model/mla_attention.h"
 #include "model/model.h"
 #include "model/moe_ffn.h"
 #include "weights/weight_matrix.h"
@@ -33,7 +34,9 @@ class DecoderModel final : public Model {
 
   const ModelHparams& hparams() const override { return hp_; }
   const DecoderHparams& decoder_hparams() const { return hp_; }
-  KvShape kv_shape() const override { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, 4}; }
+  KvShape kv_shape() const override {
+    return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, 4, hp_.mla.on() ? hp_.mla.kv_lora_rank : 0};
+  }
   const float* forward(const BatchInputs& in, KvStorage& kv) override;
   void warm_up(int64_t max_rows) override;
   KernelLevel kernels() const override { return k_.level; }
@@ -43,16 +46,19 @@ class DecoderModel final : public Model {
   struct Norm {
     std::vector<float> w, b;
   };
-  // A layer's attention part: Q/K/V in one matrix, optional head norms, the output projection.
+  // A layer's attention part: Q/K/V in one matrix, optional head norms, the output projection;
+  // or latent attention (then qkv is null).
   struct AttnPart {
+    std::unique_ptr<MlaAttention> mla;
     std::unique_ptr<WeightMatrix> qkv, wo;
     std::vector<float> qkv_bias, wo_bias;  // empty where the file has none
     std::vector<float> q_norm, k_norm;     // [head_dim] RMSNorm weights of every Q / K head, or empty
     std::vector<float> sinks;              // [n_head] attention-sink logits, or empty
   };
   // A layer's FFN part: gate and up in one matrix (up alone for plain GELU), then down; or a
-  // mixture of experts (then gate_up and down are null).
+  // mixture of experts, with gate_up and down its shared experts (null where it has none).
   struct FfnPart {
+    int64_t ff = 0;  // the width of gate_up's gate (or up) part
     std::unique_ptr<WeightMatrix> gate_up, down;
     std::vector<float> gate_up_bias, down_bias;  // empty where the file has none
     std::unique_ptr<MoeFfn> moe;
@@ -71,7 +77,10 @@ class DecoderModel final : public Model {
   void run_attention(const BatchInputs& in, KvStorage& kv, int l);
   // The FFN part of layer l on h_, its output added to x_.
   void run_ffn(int l, int64_t rows);
-  void attend(const BatchInputs& in, KvStorage& kv, int layer, float* q, float* k, float* v, int64_t qkv_dim);
+  // Stores this step's K/V rows (k, v: [T, kv_stride]; v null for a latent cache) and attends
+  // with the queries q ([T, q_stride]) into out ([T, n_head·width of a head's output]).
+  void attend(const BatchInputs& in, KvStorage& kv, int layer, const float* q, int64_t q_stride, const float* k,
+              const float* v, int64_t kv_stride, float* out);
   // q8_0 caches: kv_anchor_ from anchor_token_ alone at position 0 (run once, on a scratch f32 cache).
   void compute_kv_anchor();
   // Head ablation: zeroes, in attn_, the outputs of the heads each token's mask names at this layer.
@@ -90,6 +99,7 @@ class DecoderModel final : public Model {
   std::vector<Layer> layers_;
   // Activations, grown to the largest batch seen and reused (no allocation per step).
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, last_, logits_;
+  std::vector<float> mla_q_, mla_rows_, mla_o_;  // latent attention's absorbed queries, cache rows, latent outputs
   std::vector<float> rope_cs_;  // [ropes, T, rope_dim] this step's rotary cos/sin pairs, per rotation
   std::vector<int32_t> ctx_lens_;
   std::vector<float*> cap_ptrs_;     // [T] this layer's attention-capture destinations

@@ -32,6 +32,15 @@ struct ModelHparams {
   int32_t sliding_window = 0;       // positions a windowed layer sees (its own included); 0: none
   std::vector<int32_t> layer_windows;  // [n_layer] each layer's window (0: it sees every position)
   int32_t max_positions = 0;        // learned position embeddings: positions past this have none; 0: no limit
+  // Multi-head latent attention (DeepSeek-V2), all 0 otherwise: the cache holds, per token and
+  // layer, one latent of kv_lora_rank values and one rotary key of qk_rope_dim shared by the
+  // heads (then n_head_kv is 1 and head_dim their sum); each head's query and key have
+  // qk_nope_dim + qk_rope_dim dims and its value v_head_dim.
+  struct Latent {
+    int32_t kv_lora_rank = 0, qk_rope_dim = 0, qk_nope_dim = 0, v_head_dim = 0;
+    int32_t q_lora_rank = 0;  // the queries' bottleneck (attn_q_a, attn_q_b); 0: one attn_q
+    bool on() const { return kv_lora_rank > 0; }
+  } mla;
   TensorType weight_type = TensorType::kF32;  // as stored in the file (the embedding's type)
   TensorType held_as = TensorType::kF32;      // as held in memory and multiplied
   std::string file_types;        // the file's tensor types by bytes: "Q4_K 61%, Q6_K 36%, F32 3%"

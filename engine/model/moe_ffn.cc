@@ -4,16 +4,9 @@
 #include <cstring>
 
 #include "model/activations.h"
+#include "model/scratch.h"
 
 namespace kvserve {
-namespace {
-
-template <typename T>
-void grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
-}  // namespace
 
 MoeFfn::MoeFfn(Weights w, const MoeRouting& routing, int64_t n_embd, int64_t n_ff, FfnKind act,
                const KernelTable& kernels)

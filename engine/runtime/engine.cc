@@ -171,6 +171,14 @@ void Engine::load() {
   info_.kv_element_bytes = shape.element_bytes;
   info_.kv_element_size = shape.element_size();
   info_.kv_bytes_per_token = shape.bytes_per_token();
+  info_.mla = hp.mla;
+  if (hp.mla.on()) {
+    KvShape per_head = shape;  // each head's K and V rows, as one KV head of their summed width
+    per_head.v_in_k = 0;
+    per_head.n_kv_heads = hp.n_head;
+    per_head.head_dim = hp.mla.qk_nope_dim + hp.mla.qk_rope_dim + hp.mla.v_head_dim;
+    info_.kv_bytes_per_token_multi_head = per_head.bytes_per_token() / 2;
+  }
   info_.kv_total_bytes = kv_->total_bytes();
   info_.sliding_window = hp.sliding_window;
   info_.kv_layout = layout.describe();
@@ -201,6 +209,14 @@ void Engine::load() {
   KvShapeFacts facts{hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, shape.element_bytes, bs,
                      so.max_model_len, kv_->total_bytes()};
   facts.q8 = shape.q8();
+  facts.as_is_bytes_per_token = shape.bytes_per_token();
+  if (hp.mla.on()) {  // the model's own latent widths, and its heads' K and V widths for the other rows
+    facts.mla_latent = hp.mla.kv_lora_rank;
+    facts.mla_rope = hp.mla.qk_rope_dim;
+    facts.head_dim = hp.mla.qk_nope_dim + hp.mla.qk_rope_dim;
+    facts.v_head_dim = hp.mla.v_head_dim;
+    facts.n_head_kv = hp.n_head;
+  }
   facts.tokens_held = info_.kv_tokens_per_request;
   info_.kv_what_if = kv_what_if(facts);
 

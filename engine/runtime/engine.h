@@ -51,7 +51,13 @@ struct ModelInfo {
   int64_t token_capacity = 0;   // positions of every layer: num_blocks · block_size / kv_groups
   int32_t kv_element_bytes = 4;   // 4 (f32), 2 (f16), 1 (q8_0's int8 values)
   std::string kv_element_size = "4";  // bytes per K/V value as stored: "4", "2", "34/32" (q8_0)
-  int64_t kv_bytes_per_token = 0;  // 2 · n_layer · n_head_kv · head_dim · kv_element_bytes
+  int64_t kv_bytes_per_token = 0;  // 2 · n_layer · n_head_kv · head_dim · kv_element_bytes (1 · ... for a latent cache)
+  // Multi-head latent attention (all 0 otherwise): the cache holds per token and layer one row of
+  // kv_lora_rank + qk_rope_dim values (n_head_kv 1, head_dim their sum, no V rows);
+  // kv_bytes_per_token_multi_head is what caching each head's K (qk_nope_dim + qk_rope_dim) and
+  // V (v_head_dim) instead would take: n_layer · n_head · (qk_nope + qk_rope + v_head) · element bytes.
+  ModelHparams::Latent mla;
+  int64_t kv_bytes_per_token_multi_head = 0;
   int64_t kv_total_bytes = 0;
   double max_concurrency = 0;   // full-length (max_model_len) requests that fit at once (num_blocks / kv_blocks_per_request)
   int32_t max_request_tokens = 0;  // prompt + output of the longest request the whole cache holds

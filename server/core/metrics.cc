@@ -50,8 +50,14 @@ void ServerMetrics::observe_completion(const Completion& c) {
   ++finished_[finish_reason_name(c.reason)];
 }
 
-std::string ServerMetrics::render(const EngineStats& s) const {
+std::string ServerMetrics::render(const EngineStats& s, const ModelInfo& m) const {
   std::string out;
+  metric(out, "gauge", "kvserve:kv_cache_bytes_per_token", "KV cache bytes one token takes, every layer.",
+         static_cast<double>(m.kv_bytes_per_token));
+  if (m.mla.on())
+    metric(out, "gauge", "kvserve:kv_cache_multi_head_bytes_per_token",
+           "Latent attention: the bytes per token if each head's K and V were cached instead of the latent.",
+           static_cast<double>(m.kv_bytes_per_token_multi_head));
   metric(out, "gauge", "kvserve:num_requests_running", "Requests in the running batch.", s.running);
   metric(out, "gauge", "kvserve:num_requests_waiting", "Requests waiting to be admitted.", s.waiting);
   metric(out, "gauge", "kvserve:num_requests_waiting_background",

@@ -33,7 +33,8 @@ class ServerMetrics {
   ServerMetrics();
   void observe_completion(const Completion& c);
   void observe_inter_token(double seconds) { itl_.observe(seconds); }
-  std::string render(const EngineStats& stats) const;
+  // info: the model's cache figures (bytes per token, and for latent attention the per-head figure).
+  std::string render(const EngineStats& stats, const ModelInfo& info) const;
 
  private:
   Histogram ttft_, itl_, e2e_;

@@ -400,7 +400,7 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
   if (url == "/metrics") {
     if (options_.metrics_auth && !tenant)
       return reply_error(c, {ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)}) == MHD_YES;
-    return reply(c, 200, "text/plain; version=0.0.4", state_.metrics().render(state_.engine().stats())) == MHD_YES;
+    return reply(c, 200, "text/plain; version=0.0.4", state_.metrics().render(state_.engine().stats(), state_.engine().model_info())) == MHD_YES;
   }
   if (!tenant)
     return refuse(c, call, {ServiceCode::kUnauthenticated, std::string(BearerAuth::kUnauthenticatedMessage)});

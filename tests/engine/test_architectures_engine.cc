@@ -24,7 +24,7 @@ using testing::greedy_request;
 using testing::shared_model;
 
 const char* const kArchModels[] = {"tiny-qwen2",      "tiny-phi3",  "tiny-gemma2", "tiny-gpt2",
-                                   "tiny-llama3rope", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gpt-oss"};
+                                   "tiny-llama3rope", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gpt-oss", "tiny-deepseek2"};
 
 std::string path_of(const char* name) { return shared_model(std::string("arch/") + name + ".gguf"); }
 

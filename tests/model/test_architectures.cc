@@ -21,7 +21,7 @@ namespace kvserve {
 namespace {
 
 const char* const kArchModels[] = {"tiny-qwen2", "tiny-phi3",       "tiny-gemma2", "tiny-gpt2",
-                                   "tiny-llama3rope", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gpt-oss"};
+                                   "tiny-llama3rope", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gpt-oss", "tiny-deepseek2"};
 
 class ArchFiles : public ::testing::TestWithParam<std::tuple<const char*, KernelLevel>> {
  protected:

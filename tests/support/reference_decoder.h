@@ -1,7 +1,9 @@
 // The tests' one independent forward pass: deliberately naive, in double precision, for the
 // architectures of ../shared/models (llama, with rope_freqs or not, qwen2, phi3, gemma2, gpt2,
-// qwen3, gemma3, qwen3moe, gpt-oss), written from the models' published definitions: dense causal attention
-// recomputed for the whole sequence, no cache, no kernels, no ArchSpec. It reads weights
+// qwen3, gemma3, qwen3moe, gpt-oss, deepseek2), written from the models' published definitions: dense causal attention
+// recomputed for the whole sequence, no cache, no kernels, no ArchSpec. DeepSeek-V2's latent
+// attention is computed the way its paper writes it, every head's K and V expanded from the
+// latent (not the absorbed form the engine runs). It reads weights
 // straight from the GGUF file (F32, F16 or BF16) and shares no code with DecoderModel. GELU is
 // the tanh form with its input and output rounded to half precision, as llama.cpp's CPU backend
 // (the reference of these models) computes it. For the inspection tests it also reports each
@@ -57,6 +59,18 @@ class ReferenceDecoder {
     experts_ = geti("expert_count", 0);
     experts_used_ = geti("expert_used_count", 0);
     ff_expert_ = geti("expert_feed_forward_length", 0);
+    shared_ = geti("expert_shared_count", 0);
+    dense_lead_ = geti("leading_dense_block_count", 0);
+    weights_scale_ = getf("expert_weights_scale", 1.0);
+    if (arch_ == "deepseek2") {
+      lora_ = geti("attention.kv_lora_rank", 0);
+      nope_ = geti("attention.key_length_mla", 0) - rot_;
+      vd_ = geti("attention.value_length_mla", 0);
+      // DeepSeek's YaRN: the rotation keeps magnitude 1 and the scores carry mscale², mscale =
+      // 1 + 0.1 · mscale_all_dim · ln(factor) (the file holds 0.1 x mscale_all_dim).
+      const double mscale = 1.0 + 0.1 * (getf("rope.scaling.yarn_log_multiplier", 0.0) / 0.1) * std::log(linear_);
+      kq_scale_ = mscale * mscale / std::sqrt(static_cast<double>(nope_ + rot_));
+    }
   }
 
   // log p(tokens[t+1] | tokens[..t]) for t = 0..T-2.
@@ -95,6 +109,10 @@ class ReferenceDecoder {
                                            std::vector<std::vector<double>>* probs = nullptr,
                                            const std::vector<std::pair<int, int>>& ablate = {},
                                            bool last_only = false) const {
+    const bool ds = arch_ == "deepseek2";
+    // Each head's key and value widths (DeepSeek: no-rotary + rotary, and its value width; its
+    // K and V are expanded for every head).
+    const int kd = ds ? nope_ + rot_ : hd_, vd = ds ? vd_ : hd_, kvh = ds ? heads_ : kv_heads_;
     const int T = static_cast<int>(tokens.size()), kvd = kv_heads_ * hd_, qd = heads_ * hd_;
     const bool gpt2 = arch_ == "gpt2", phi3 = arch_ == "phi3", gemma3 = arch_ == "gemma3";
     const bool gemma2 = arch_ == "gemma2" || gemma3;  // what Gemma 3 shares with Gemma 2
@@ -128,6 +146,10 @@ class ReferenceDecoder {
       std::vector<std::vector<double>> q(T), k(T), v(T);
       for (int t = 0; t < T; ++t) {
         auto h = norm(x[t], p + "attn_norm");
+        if (ds) {
+          latent_qkv(p, h, t, base, q[t], k[t], v[t]);
+          continue;
+        }
         if (gpt2 || phi3) {
           auto qkv = linear(p + "attn_qkv", h, qd + 2 * kvd);
           q[t].assign(qkv.begin(), qkv.begin() + qd);
@@ -148,16 +170,16 @@ class ReferenceDecoder {
         }
       }
       for (int t = 0; t < T; ++t) {
-        std::vector<double> att(qd, 0.0);
+        std::vector<double> att(static_cast<size_t>(heads_) * vd, 0.0);
         const int first = window > 0 ? std::max(0, t - window + 1) : 0;
         for (int h = 0; h < heads_; ++h) {
-          const int kh = h / (heads_ / kv_heads_);
+          const int kh = h / (heads_ / kvh);
           std::vector<double> s(t + 1, 0.0);
           double mx = -1e300;
           for (int u = first; u <= t; ++u) {
             double dot = 0;
-            for (int i = 0; i < hd_; ++i) dot += q[t][h * hd_ + i] * k[u][kh * hd_ + i];
-            s[u] = dot / std::sqrt(static_cast<double>(hd_));
+            for (int i = 0; i < kd; ++i) dot += q[t][h * kd + i] * k[u][kh * kd + i];
+            s[u] = ds ? dot * kq_scale_ : dot / std::sqrt(static_cast<double>(hd_));
             if (attn_cap_ > 0) s[u] = attn_cap_ * std::tanh(s[u] / attn_cap_);
             mx = std::max(mx, s[u]);
           }
@@ -170,13 +192,13 @@ class ReferenceDecoder {
             for (int u = first; u <= t; ++u) (*probs)[static_cast<size_t>(l) * heads_ + h][static_cast<size_t>(t) * T + u] = s[u] / sum;
           if (std::find(ablate.begin(), ablate.end(), std::make_pair(l, h)) != ablate.end()) continue;
           for (int u = first; u <= t; ++u)
-            for (int i = 0; i < hd_; ++i) att[h * hd_ + i] += s[u] / sum * v[u][kh * hd_ + i];
+            for (int i = 0; i < vd; ++i) att[h * vd + i] += s[u] / sum * v[u][kh * vd + i];
         }
         auto o = linear(p + "attn_output", att, d_);
         if (gemma2) o = norm(o, p + "post_attention_norm");
         for (int i = 0; i < d_; ++i) x[t][i] += o[i];
         auto h2 = norm(x[t], p + (gptoss ? "post_attention_norm" : "ffn_norm"));
-        if (experts_ > 0) {
+        if (experts_ > 0 && l >= dense_lead_) {
           const auto y = mixture(p, h2);
           for (int i = 0; i < d_; ++i) x[t][i] += y[i];
           continue;
@@ -275,7 +297,10 @@ class ReferenceDecoder {
   // YaRN (gpt-oss): pair i's angle moves from the interpolated one (position / factor) to the
   // original by a ramp between the pairs that turn 32 and 1 times over the original context,
   // and cos and sin grow by 1 + 0.1·ln(factor).
-  void rope(std::vector<double>& v, int pos, int nh, bool neox, double base, double linear) const {
+  // stride, offset: where each head's rotary dims begin (default: heads of hd_, from their start).
+  void rope(std::vector<double>& v, int pos, int nh, bool neox, double base, double linear, int stride = 0,
+            int offset = 0) const {
+    if (stride == 0) stride = hd_;
     double magnitude = 1.0, lo = 0.0, hi = 0.0;
     if (yarn_) {
       const auto corr = [&](double turns) {
@@ -283,7 +308,7 @@ class ReferenceDecoder {
       };
       lo = std::max(0.0, std::floor(corr(32.0)));
       hi = std::min(rot_ - 1.0, std::ceil(corr(1.0)));
-      magnitude = 1.0 + 0.1 * std::log(linear_);
+      magnitude = arch_ == "deepseek2" ? 1.0 : 1.0 + 0.1 * std::log(linear_);
     }
     for (int h = 0; h < nh; ++h)
       for (int i = 0; i < rot_ / 2; ++i) {
@@ -293,7 +318,7 @@ class ReferenceDecoder {
           th = original / linear_ * (1.0 - ramp) + original * ramp;
         }
         if (!freq_factors_.empty()) th /= freq_factors_[i];
-        const int ia = h * hd_ + (neox ? i : 2 * i), ib = h * hd_ + (neox ? i + rot_ / 2 : 2 * i + 1);
+        const int ia = h * stride + offset + (neox ? i : 2 * i), ib = h * stride + offset + (neox ? i + rot_ / 2 : 2 * i + 1);
         const double a = v[ia], b = v[ib];
         v[ia] = (a * std::cos(th) - b * std::sin(th)) * magnitude;
         v[ib] = (a * std::sin(th) + b * std::cos(th)) * magnitude;
@@ -305,7 +330,7 @@ class ReferenceDecoder {
   // weights a softmax over those alone, each expert with biases and the clamped SwiGLU
   // x·sigmoid(1.702x)·(y + 1), x = min(gate, 7), y = clamp(up, -7, 7).
   std::vector<double> mixture(const std::string& p, const std::vector<double>& h) const {
-    const bool gptoss = arch_ == "gpt-oss";
+    const bool gptoss = arch_ == "gpt-oss", ds = arch_ == "deepseek2";
     const auto logits = linear(p + "ffn_gate_inp", h, experts_);
     std::vector<double> score = logits;
     if (!gptoss) {
@@ -321,8 +346,15 @@ class ReferenceDecoder {
     double total = 0;
     for (int j = 0; j < experts_used_; ++j)
       total += (weight[j] = gptoss ? std::exp(score[order[j]] - score[order[0]]) : score[order[j]]);
-    for (double& wj : weight) wj /= total;
+    for (double& wj : weight) wj = ds ? wj * weights_scale_ : wj / total;  // DeepSeek-V2: scaled, not renormalised
     std::vector<double> y(d_, 0.0);
+    if (shared_ > 0) {  // the shared experts' SwiGLU, on every token
+      const int sh = shared_ * ff_expert_;
+      const auto gate = linear(p + "ffn_gate_shexp", h, sh), up = linear(p + "ffn_up_shexp", h, sh);
+      std::vector<double> act(sh);
+      for (int i = 0; i < sh; ++i) act[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+      y = linear(p + "ffn_down_shexp", act, d_);
+    }
     for (int j = 0; j < experts_used_; ++j) {
       const int e = order[j];
       auto gate = expert_linear(p + "ffn_gate_exps", e, h, ff_expert_);
@@ -355,6 +387,28 @@ class ReferenceDecoder {
       for (size_t c = 0; c < cols; ++c) y[r] += m[at + r * cols + c] * x[c];
     return y;
   }
+  // DeepSeek-V2's attention inputs for token t: q (each head's no-rotary then rotated dims), and
+  // each head's K (its up-projected latent, then the shared rotated key) and V.
+  void latent_qkv(const std::string& p, const std::vector<double>& h, int t, double base, std::vector<double>& q,
+                  std::vector<double>& k, std::vector<double>& v) const {
+    const int kd = nope_ + rot_;
+    q = linear(p + "attn_q", h, heads_ * kd);
+    rope(q, t, heads_, false, base, 1.0, kd, nope_);
+    auto kva = linear(p + "attn_kv_a_mqa", h, lora_ + rot_);
+    std::vector<double> kr(kva.begin() + lora_, kva.end());
+    rope(kr, t, 1, false, base, 1.0, rot_, 0);
+    const auto c = norm(std::vector<double>(kva.begin(), kva.begin() + lora_), p + "attn_kv_a_norm");
+    const auto kb = w(p + "attn_k_b.weight"), vb = w(p + "attn_v_b.weight");  // [h][lora][nope], [h][vd][lora]
+    k.assign(static_cast<size_t>(heads_) * kd, 0.0);
+    v.assign(static_cast<size_t>(heads_) * vd_, 0.0);
+    for (int hd = 0; hd < heads_; ++hd) {
+      for (int d = 0; d < nope_; ++d)
+        for (int r = 0; r < lora_; ++r) k[hd * kd + d] += c[r] * kb[(static_cast<size_t>(hd) * lora_ + r) * nope_ + d];
+      for (int d = 0; d < rot_; ++d) k[hd * kd + nope_ + d] = kr[d];
+      for (int e = 0; e < vd_; ++e)
+        for (int r = 0; r < lora_; ++r) v[hd * vd_ + e] += c[r] * vb[(static_cast<size_t>(hd) * vd_ + e) * lora_ + r];
+    }
+  }
   static double gelu(double x) {
     if (x <= -10.0) return 0.0;
     if (x >= 10.0) return x;
@@ -369,7 +423,9 @@ class ReferenceDecoder {
   int d_, layers_, heads_, kv_heads_, ff_, hd_, rot_, vocab_, window_;
   double base_, eps_, attn_cap_, final_cap_, base_local_ = 10000.0, linear_ = 1.0;
   int period_ = 6;
-  int experts_ = 0, experts_used_ = 0, ff_expert_ = 0;
+  int experts_ = 0, experts_used_ = 0, ff_expert_ = 0, shared_ = 0, dense_lead_ = 0;
+  double weights_scale_ = 1.0, kq_scale_ = 1.0;
+  int lora_ = 0, nope_ = 0, vd_ = 0;
   bool yarn_ = false;
   double yarn_orig_ = 4096.0;
   std::vector<double> freq_factors_;

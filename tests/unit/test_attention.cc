@@ -33,11 +33,14 @@ class PagedAttention : public ::testing::TestWithParam<std::tuple<Shape, KernelL
 // wholly before every batch token's window are swapped for a block of NaN: reading them shows.
 // seq_len: the sequences' lengths; chunk: how many of each one's last tokens are in the batch.
 // sinks: per-head logits that join each softmax's denominator (gpt-oss), or empty.
+// v_dim > 0: a latent cache (one KV head): no V is written or given, each position's value is
+// the first v_dim entries of its K row.
 template <class KvT>
 void check_against_dense(const Shape& shape, const KernelTable& k, int window = 0, float soft_cap = 0.0f,
                          const std::vector<int>& seq_len = {37, 5, 64}, const std::vector<int>& chunk = {1, 5, 9},
-                         const std::vector<float>& sinks = {}) {
+                         const std::vector<float>& sinks = {}, int v_dim = 0) {
   const auto [n_head, n_kv, hd, bs] = shape;
+  const int vd = v_dim > 0 ? v_dim : hd;
   constexpr bool q8 = std::is_same_v<KvT, int8_t>;
   const int groups = n_kv * hd / kKvQ8Group;
   if (q8 && n_kv * hd % kKvQ8Group != 0) return;  // q8_0 needs rows of whole blocks of 32
@@ -84,8 +87,9 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
         for (int i = 0; i < n_kv * hd; ++i) K[s][size_t(p) * n_kv * hd + i] += k_anchor[i];
       std::vector<int32_t> positions(L);
       std::iota(positions.begin(), positions.end(), 0);
-      k.write_kv_q8(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), positions.data(), k_anchor.data(),
-                    v_anchor.data(), n_kv, hd, bs, kc.data(), vc.data(), ks.data(), vs.data());
+      k.write_kv_q8(K[s].data(), v_dim ? nullptr : V[s].data(), L, int64_t{n_kv} * hd, slots.data(), positions.data(),
+                    k_anchor.data(), v_anchor.data(), n_kv, hd, bs, kc.data(), v_dim ? nullptr : vc.data(), ks.data(),
+                    v_dim ? nullptr : vs.data());
       // What the cache holds, decoded with the anchors added back; each value within half a
       // quantization step of its input.
       for (int p = 0; p < L; ++p) {
@@ -101,14 +105,15 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
             const float kd = kc[base + int64_t{i} * bs + off] * dk + k_anchor[h * hd + i];
             const float vd = vc[base + off * hd + i] * dv + (p == 0 ? v_anchor[h * hd + i] : 0.0f);
             ASSERT_LE(std::fabs(kd - kx), dk * 0.5f + 1e-6f);
-            ASSERT_LE(std::fabs(vd - vx), dv * 0.5f + 1e-6f);
             kx = kd;
+            if (v_dim) continue;  // no V rows: the values are K's
+            ASSERT_LE(std::fabs(vd - vx), dv * 0.5f + 1e-6f);
             vx = vd;
           }
       }
     } else {
-      k.write_kv(kc.data())(K[s].data(), V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(),
-                            vc.data());
+      k.write_kv(kc.data())(K[s].data(), v_dim ? nullptr : V[s].data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd,
+                            bs, kc.data(), v_dim ? nullptr : vc.data());
       // From here on the reference sees what the cache holds.
       for (auto& x : K[s]) x = static_cast<float>(static_cast<KvT>(x));
       for (auto& x : V[s]) x = static_cast<float>(static_cast<KvT>(x));
@@ -128,18 +133,20 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
     }
   }
   const int64_t rows = static_cast<int64_t>(token_seq.size());
-  std::vector<float> out(rows * n_head * hd);
+  std::vector<float> out(rows * n_head * vd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   k.paged_attention(PagedAttentionArgs<KvT>{.q = q_rows.data(), .rows = rows, .q_stride = int64_t{n_head} * hd,
-                                           .k_cache = kc.data(), .v_cache = vc.data(), .block_tables = tables.data(),
+                                           .k_cache = kc.data(), .v_cache = v_dim ? nullptr : vc.data(),
+                                           .block_tables = tables.data(),
                                            .max_blocks = max_blocks, .token_seq = token_seq.data(),
                                            .ctx_lens = ctx.data(), .n_head = n_head, .n_kv = n_kv, .head_dim = hd,
                                            .block_size = bs, .scale = scale, .window = window,
                                            .soft_cap = soft_cap, .sinks = sinks.empty() ? nullptr : sinks.data(),
-                                           .out = out.data(),
-                                           .k_scales = q8 ? ks.data() : nullptr, .v_scales = q8 ? vs.data() : nullptr,
+                                           .v_dim = v_dim, .out = out.data(),
+                                           .k_scales = q8 ? ks.data() : nullptr,
+                                           .v_scales = q8 && !v_dim ? vs.data() : nullptr,
                                            .k_anchor = q8 ? k_anchor.data() : nullptr,
-                                           .v_anchor = q8 ? v_anchor.data() : nullptr});
+                                           .v_anchor = q8 && !v_dim ? v_anchor.data() : nullptr});
 
   for (int64_t r = 0; r < rows; ++r) {
     const int s = token_seq[r], p = ctx[r] - 1;
@@ -161,10 +168,11 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
         sum = std::exp(sinks[h] - mx);
       }
       for (int u = first; u <= p; ++u) sum += (w[u] = std::exp(w[u] - mx));
-      for (int i = 0; i < hd; ++i) {
+      const std::vector<float>& values = v_dim ? K[s] : V[s];
+      for (int i = 0; i < vd; ++i) {
         double ref = 0;
-        for (int u = first; u <= p; ++u) ref += w[u] / sum * V[s][(size_t(u) * n_kv + kh) * hd + i];
-        ASSERT_NEAR(out[(r * n_head + h) * hd + i], ref, 1e-5) << "row " << r << " head " << h;
+        for (int u = first; u <= p; ++u) ref += w[u] / sum * values[(size_t(u) * n_kv + kh) * hd + i];
+        ASSERT_NEAR(out[(r * n_head + h) * vd + i], ref, 1e-5) << "row " << r << " head " << h;
       }
     }
   }
@@ -213,10 +221,25 @@ TEST_P(PagedAttention, SinksJoinTheDenominator) {
   check_against_dense<int8_t>(std::get<0>(GetParam()), k, 0, 0.0f, {37, 5, 64}, {1, 5, 9}, sinks);
 }
 
+// A latent cache (multi-head latent attention): one KV head whose K rows hold the latent, then
+// the rotary key; the values are the latent, read from K's rows (no V cache exists). Every cache
+// type, with a window, and (q8_0) K's anchor added back to the values too.
+TEST_P(PagedAttention, LatentCacheValuesAreTheFirstEntriesOfKRows) {
+  const Shape& s = std::get<0>(GetParam());
+  if (s.n_kv != 1) GTEST_SKIP() << "a latent cache has one KV head";
+  const KernelTable& k = kernel_table(std::get<1>(GetParam()));
+  const int v_dim = s.head_dim - 8;
+  check_against_dense<float>(s, k, 0, 0.0f, {37, 5, 64}, {1, 5, 9}, {}, v_dim);
+  check_against_dense<float>(s, k, 7, 0.0f, {37, 5, 64}, {1, 5, 9}, {}, v_dim);
+  check_against_dense<_Float16>(s, k, 0, 0.0f, {37, 5, 64}, {1, 5, 9}, {}, v_dim);
+  check_against_dense<int8_t>(s, k, 0, 0.0f, {37, 5, 64}, {1, 5, 9}, {}, v_dim);  // returns for rows not of whole blocks
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,
                          ::testing::Combine(::testing::Values(Shape{4, 4, 16, 16},   // MHA
                                            Shape{8, 4, 8, 4},     // GQA 2:1
                                            Shape{8, 1, 32, 8},    // MQA 8:1
+                                           Shape{16, 1, 40, 16},  // a latent cache's shape: 32 latent + 8 rotary
                                            Shape{16, 2, 64, 16},  // GQA 8:1
                                            Shape{6, 3, 12, 1},    // block size 1
                                            Shape{4, 2, 128, 16},  // two 64-wide output chunks

@@ -55,7 +55,10 @@ void validate(const SyntheticSpec& s) {
   };
   need(s.dim > 0 && s.layers > 0 && s.heads > 0 && s.kv_heads > 0 && s.ffn > 0 && s.context > 0,
        "dim, layers, heads, kv-heads, ffn and context must be positive");
-  need(s.arch == "llama" || s.arch == "qwen3" || s.arch == "gemma3", "arch must be llama, qwen3 or gemma3");
+  need(s.arch == "llama" || s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3",
+       "arch must be llama, qwen3, qwen3moe or gemma3");
+  need(s.arch != "qwen3moe" || (s.experts > 0 && s.experts_used > 0 && s.experts_used <= s.experts && s.expert_ffn > 0),
+       "experts, experts-used (at most experts) and expert-ffn must be positive");
   need(s.head_dim > 0 || s.dim % s.heads == 0, "dim must be a multiple of heads (or head-dim given)");
   need(s.head_dim >= 0, "head-dim must not be negative");
   need(s.arch != "llama" || s.head_dim == 0 || s.head_dim * s.heads == s.dim, "head-dim of llama is dim / heads");
@@ -97,6 +100,12 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
   }
   w.add(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-6f));
   w.add(a + "vocab_size", GgufValue::u32(s.vocab));
+  const bool moe = s.arch == "qwen3moe";
+  if (moe) {
+    w.add(a + "expert_count", GgufValue::u32(s.experts));
+    w.add(a + "expert_used_count", GgufValue::u32(s.experts_used));
+    w.add(a + "expert_feed_forward_length", GgufValue::u32(s.expert_ffn));
+  }
 
   GgufArray tokens, scores, types;
   auto add_token = [&](std::string text, float score, int32_t type) {
@@ -125,7 +134,8 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
 
   uint64_t tensor_seed = s.seed * 1000003ull;
   auto add = [&](const std::string& tname, std::vector<uint64_t> dims, bool norm) {
-    const uint64_t n = dims.size() == 1 ? dims[0] : dims[0] * dims[1];
+    uint64_t n = 1;
+    for (uint64_t x : dims) n *= x;
     const TensorType type = norm ? TensorType::kF32 : s.dtype;
     // Uniform weights scaled by 1/sqrt(fan_in) keep activations of every layer near unit size.
     const float scale = norm ? 0.0f : (tname == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(float(dims[0])));
@@ -149,9 +159,17 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
     add(p + "attn_output.weight", {qd, d}, false);
     if (gemma) add(p + "post_attention_norm.weight", {d}, true);
     add(p + "ffn_norm.weight", {d}, true);
-    add(p + "ffn_gate.weight", {d, ff}, false);
-    add(p + "ffn_up.weight", {d, ff}, false);
-    add(p + "ffn_down.weight", {ff, d}, false);
+    if (moe) {  // the router, then the stacked experts [in, out, expert]
+      const uint64_t e = s.experts, fe = s.expert_ffn;
+      add(p + "ffn_gate_inp.weight", {d, e}, false);
+      add(p + "ffn_gate_exps.weight", {d, fe, e}, false);
+      add(p + "ffn_up_exps.weight", {d, fe, e}, false);
+      add(p + "ffn_down_exps.weight", {fe, d, e}, false);
+    } else {
+      add(p + "ffn_gate.weight", {d, ff}, false);
+      add(p + "ffn_up.weight", {d, ff}, false);
+      add(p + "ffn_down.weight", {ff, d}, false);
+    }
     if (gemma) add(p + "post_ffw_norm.weight", {d}, true);
   }
   add("output_norm.weight", {d}, true);

@@ -1,4 +1,4 @@
-// Synthetic GGUF models (llama, qwen3 or gemma3 architecture): any shape, deterministic random
+// Synthetic GGUF models (llama, qwen3, qwen3moe or gemma3 architecture): any shape, deterministic random
 // weights, and a byte-level SentencePiece-style vocab (byte tokens plus filler pieces). How a
 // machine without downloads gets a model, and how benchmarks get models of realistic size.
 #pragma once
@@ -11,13 +11,18 @@
 namespace kvserve {
 
 struct SyntheticSpec {
-  std::string arch = "llama";  // "llama", "qwen3" (Q/K head norms) or "gemma3" (also windowed layers)
+  // "llama", "qwen3" (Q/K head norms), "qwen3moe" (qwen3's attention, a mixture of experts in
+  // every layer) or "gemma3" (also windowed layers)
+  std::string arch = "llama";
   int32_t dim = 64;         // embedding width
   int32_t layers = 2;
   int32_t heads = 4;
   int32_t kv_heads = 4;     // must divide heads
   int32_t head_dim = 0;     // 0: dim / heads (qwen3 and gemma3 may differ)
   int32_t ffn = 172;        // gated FFN hidden width
+  int32_t experts = 8;      // qwen3moe: experts per layer,
+  int32_t experts_used = 2; // the top k each token is routed to,
+  int32_t expert_ffn = 64;  // and each expert's hidden width
   int32_t window = 1024;    // gemma3: the sliding window of its local layers
   int32_t window_period = 6;  // gemma3: period - 1 local layers, then one global
   int32_t vocab = 512;      // at least 259 (3 specials + 256 bytes)

@@ -153,6 +153,11 @@ int main(int argc, char** argv) {
   app.add_option("--heads", spec.heads)->capture_default_str();
   app.add_option("--kv-heads", spec.kv_heads)->capture_default_str();
   app.add_option("--ffn", spec.ffn)->capture_default_str();
+  app.add_option("--arch", spec.arch, "synthetic architecture: llama, qwen3, qwen3moe or gemma3")->capture_default_str();
+  app.add_option("--head-dim", spec.head_dim, "synthetic head dimension (0: dim / heads; not llama)")->capture_default_str();
+  app.add_option("--experts", spec.experts, "qwen3moe: experts per layer")->capture_default_str();
+  app.add_option("--experts-used", spec.experts_used, "qwen3moe: experts per token")->capture_default_str();
+  app.add_option("--expert-ffn", spec.expert_ffn, "qwen3moe: each expert's hidden width")->capture_default_str();
   app.add_option("--vocab", spec.vocab)->capture_default_str();
   app.add_option("--dtype", dtype, "synthetic weights: a kvserve-quantize preset (f32, f16, q8_0, q4_k_m, ...)")->capture_default_str();
   app.add_option("--models-dir", models_dir, "where synthetic models are written and reused")->capture_default_str();
@@ -184,11 +189,18 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
-  if (model.empty()) {
+  const bool synthetic = model.empty();
+  if (synthetic) {
     std::filesystem::create_directories(models_dir);
-    model = models_dir + "/bench-d" + std::to_string(spec.dim) + "-l" + std::to_string(spec.layers) + "-h" +
-            std::to_string(spec.heads) + "-kv" + std::to_string(spec.kv_heads) + "-f" + std::to_string(spec.ffn) +
-            "-v" + std::to_string(spec.vocab) + "-" + dtype + ".gguf";
+    // The llama shapes keep their old names (models already written are reused).
+    const std::string arch =
+        spec.arch == "llama" ? "" : spec.arch + "-hd" + std::to_string(spec.head_dim) + "-";
+    const std::string experts = spec.arch != "qwen3moe" ? "" : "-e" + std::to_string(spec.experts) + "x" +
+                                                                   std::to_string(spec.expert_ffn) + "u" +
+                                                                   std::to_string(spec.experts_used);
+    model = models_dir + "/bench-" + arch + "d" + std::to_string(spec.dim) + "-l" + std::to_string(spec.layers) +
+            "-h" + std::to_string(spec.heads) + "-kv" + std::to_string(spec.kv_heads) + "-f" + std::to_string(spec.ffn) +
+            experts + "-v" + std::to_string(spec.vocab) + "-" + dtype + ".gguf";
     if (!std::filesystem::exists(model)) kvserve::write_synthetic_model(spec, model, dtype);
   }
 
@@ -230,7 +242,9 @@ int main(int argc, char** argv) {
   // the multiply-adds it does.
   const int64_t emb = int64_t{mi.n_vocab} * mi.n_embd;
   const bool tied = mi.n_params < 2 * emb + int64_t{mi.n_layer} * mi.n_embd * mi.n_embd;
-  const int64_t matmul_params = mi.n_params - (tied ? 0 : emb);
+  int64_t matmul_params = mi.n_params - (tied ? 0 : emb);
+  if (synthetic && spec.arch == "qwen3moe")  // a token multiplies only its experts
+    matmul_params -= int64_t{mi.n_layer} * (spec.experts - spec.experts_used) * 3 * spec.dim * spec.expert_ffn;
   const auto weight_bytes = static_cast<double>(mi.weight_bytes_per_step);
 
   std::mt19937 rng(1234);

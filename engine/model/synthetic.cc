@@ -55,9 +55,13 @@ void validate(const SyntheticSpec& s) {
   };
   need(s.dim > 0 && s.layers > 0 && s.heads > 0 && s.kv_heads > 0 && s.ffn > 0 && s.context > 0,
        "dim, layers, heads, kv-heads, ffn and context must be positive");
-  need(s.arch == "llama" || s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3",
-       "arch must be llama, qwen3, qwen3moe or gemma3");
-  need(s.arch != "qwen3moe" || (s.experts > 0 && s.experts_used > 0 && s.experts_used <= s.experts && s.expert_ffn > 0),
+  need(s.arch == "llama" || s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "deepseek2" || s.arch == "gemma3",
+       "arch must be llama, qwen3, qwen3moe, deepseek2 or gemma3");
+  need(s.arch != "deepseek2" || (s.kv_lora > 0 && s.qk_rope > 0 && s.qk_rope % 2 == 0 && s.qk_nope > 0 &&
+                                 s.v_head > 0 && s.shared_experts >= 0 && s.dense_layers >= 0 &&
+                                 s.dense_layers <= s.layers),
+       "kv-lora, qk-nope, v-head and an even qk-rope must be positive, dense-layers at most layers");
+  need((s.arch != "qwen3moe" && s.arch != "deepseek2") || (s.experts > 0 && s.experts_used > 0 && s.experts_used <= s.experts && s.expert_ffn > 0),
        "experts, experts-used (at most experts) and expert-ffn must be positive");
   need(s.head_dim > 0 || s.dim % s.heads == 0, "dim must be a multiple of heads (or head-dim given)");
   need(s.head_dim >= 0, "head-dim must not be negative");
@@ -68,112 +72,188 @@ void validate(const SyntheticSpec& s) {
   need(s.vocab >= 259, "vocab must be at least 259 (3 special tokens and 256 byte tokens)");
 }
 
+namespace {
+
+// The parts every synthetic model shares: its writer, the byte-level vocabulary, and tensors of
+// deterministic uniform weights (norms all ones).
+class Synth {
+ public:
+  explicit Synth(const SyntheticSpec& s) : s_(s), tensor_seed_(s.seed * 1000003ull) {}
+  GgufWriter& w() { return w_; }
+  std::string key(const std::string& k) const { return s_.arch + "." + k; }
+
+  // general.*, the shape keys all share, and the vocabulary.
+  void header(const std::string& name) {
+    w_.add("general.architecture", GgufValue::str(s_.arch));
+    w_.add("general.name", GgufValue::str(name));
+    w_.add("general.file_type", GgufValue::u32(s_.dtype == TensorType::kF32 ? 0 : s_.dtype == TensorType::kF16 ? 1 : 32));
+    w_.add(key("context_length"), GgufValue::u32(s_.context));
+    w_.add(key("embedding_length"), GgufValue::u32(s_.dim));
+    w_.add(key("block_count"), GgufValue::u32(s_.layers));
+    w_.add(key("feed_forward_length"), GgufValue::u32(s_.ffn));
+    w_.add(key("attention.head_count"), GgufValue::u32(s_.heads));
+    w_.add(key("attention.layer_norm_rms_epsilon"), GgufValue::f32(1e-6f));
+    w_.add(key("vocab_size"), GgufValue::u32(s_.vocab));
+    GgufArray tokens, scores, types;
+    auto add_token = [&](std::string text, float score, int32_t type) {
+      tokens.push_back(GgufValue::str(std::move(text)));
+      scores.push_back(GgufValue::f32(score));
+      types.push_back(GgufValue::i32(type));
+    };
+    add_token("<unk>", 0.0f, 2);
+    add_token("<s>", 0.0f, 3);
+    add_token("</s>", 0.0f, 3);
+    for (int b = 0; b < 256; ++b) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+      add_token(hex, 0.0f, 6);
+    }
+    for (int32_t i = 0; static_cast<int32_t>(tokens.size()) < s_.vocab; ++i)
+      add_token(filler_piece(i), -static_cast<float>(i), 1);
+    w_.add("tokenizer.ggml.model", GgufValue::str("llama"));
+    w_.add("tokenizer.ggml.tokens", GgufValue::array(GgufType::kString, std::move(tokens)));
+    w_.add("tokenizer.ggml.scores", GgufValue::array(GgufType::kFloat32, std::move(scores)));
+    w_.add("tokenizer.ggml.token_type", GgufValue::array(GgufType::kInt32, std::move(types)));
+    w_.add("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+    w_.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+    w_.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
+    w_.add("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
+  }
+  void add(const std::string& tname, std::vector<uint64_t> dims, bool norm) {
+    uint64_t n = 1;
+    for (uint64_t x : dims) n *= x;
+    const TensorType type = norm ? TensorType::kF32 : s_.dtype;
+    // Uniform weights scaled by 1/sqrt(fan_in) keep activations of every layer near unit size.
+    const float scale = norm ? 0.0f : (tname == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(float(dims[0])));
+    const uint64_t seed = ++tensor_seed_;
+    w_.add_tensor(tname, std::move(dims), type,
+                  [n, type, seed, scale, norm](uint8_t* out) { fill(out, n, type, seed, scale, norm); });
+  }
+  // A SwiGLU FFN of width ff under names ffn_{gate,up,down}<suffix>.
+  void swiglu(const std::string& p, uint64_t ff, const std::string& suffix = "") {
+    const uint64_t d = s_.dim;
+    add(p + "ffn_gate" + suffix + ".weight", {d, ff}, false);
+    add(p + "ffn_up" + suffix + ".weight", {d, ff}, false);
+    add(p + "ffn_down" + suffix + ".weight", {ff, d}, false);
+  }
+  // The router and the stacked experts ([in, out, expert]).
+  void experts(const std::string& p) {
+    const uint64_t d = s_.dim, e = s_.experts, fe = s_.expert_ffn;
+    add(p + "ffn_gate_inp.weight", {d, e}, false);
+    add(p + "ffn_gate_exps.weight", {d, fe, e}, false);
+    add(p + "ffn_up_exps.weight", {d, fe, e}, false);
+    add(p + "ffn_down_exps.weight", {fe, d, e}, false);
+  }
+  void experts_keys() {
+    w_.add(key("expert_count"), GgufValue::u32(s_.experts));
+    w_.add(key("expert_used_count"), GgufValue::u32(s_.experts_used));
+    w_.add(key("expert_feed_forward_length"), GgufValue::u32(s_.expert_ffn));
+  }
+  void output() {
+    add("output_norm.weight", {uint64_t(s_.dim)}, true);
+    if (!s_.tied_output) add("output.weight", {uint64_t(s_.dim), uint64_t(s_.vocab)}, false);
+  }
+
+ private:
+  const SyntheticSpec& s_;
+  GgufWriter w_;
+  uint64_t tensor_seed_;
+};
+
+// DeepSeek-V2's layout: latent attention without a query bottleneck, dense_layers dense layers,
+// then mixtures with shared experts (softmax gating, weights not renormalised).
+void write_latent_model(const SyntheticSpec& s, const std::string& path) {
+  Synth m(s);
+  char name[160];
+  std::snprintf(name, sizeof(name), "kvserve-synthetic-deepseek2-d%d-l%d-h%d-c%d", s.dim, s.layers, s.heads, s.kv_lora);
+  m.header(name);
+  GgufWriter& w = m.w();
+  w.add(m.key("attention.head_count_kv"), GgufValue::u32(1));
+  w.add(m.key("attention.key_length"), GgufValue::u32(s.kv_lora + s.qk_rope));
+  w.add(m.key("attention.value_length"), GgufValue::u32(s.kv_lora));
+  w.add(m.key("attention.key_length_mla"), GgufValue::u32(s.qk_nope + s.qk_rope));
+  w.add(m.key("attention.value_length_mla"), GgufValue::u32(s.v_head));
+  w.add(m.key("attention.kv_lora_rank"), GgufValue::u32(s.kv_lora));
+  w.add(m.key("rope.dimension_count"), GgufValue::u32(s.qk_rope));
+  w.add(m.key("rope.freq_base"), GgufValue::f32(10000.0f));
+  w.add(m.key("leading_dense_block_count"), GgufValue::u32(s.dense_layers));
+  m.experts_keys();
+  w.add(m.key("expert_shared_count"), GgufValue::u32(s.shared_experts));
+  w.add(m.key("expert_weights_scale"), GgufValue::f32(1.0f));
+  w.add(m.key("expert_weights_norm"), GgufValue::boolean(false));
+  w.add(m.key("expert_gating_func"), GgufValue::u32(1));
+  const uint64_t d = s.dim, h = s.heads, lora = s.kv_lora, rope = s.qk_rope, nope = s.qk_nope, vd = s.v_head;
+  m.add("token_embd.weight", {d, uint64_t(s.vocab)}, false);
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    m.add(p + "attn_norm.weight", {d}, true);
+    m.add(p + "attn_q.weight", {d, h * (nope + rope)}, false);
+    m.add(p + "attn_kv_a_mqa.weight", {d, lora + rope}, false);
+    m.add(p + "attn_kv_a_norm.weight", {lora}, true);
+    m.add(p + "attn_k_b.weight", {nope, lora, h}, false);
+    m.add(p + "attn_v_b.weight", {lora, vd, h}, false);
+    m.add(p + "attn_output.weight", {h * vd, d}, false);
+    m.add(p + "ffn_norm.weight", {d}, true);
+    if (l < s.dense_layers) {
+      m.swiglu(p, s.ffn);
+    } else {
+      m.experts(p);
+      if (s.shared_experts > 0) m.swiglu(p, uint64_t(s.shared_experts) * s.expert_ffn, "_shexp");
+    }
+  }
+  m.output();
+  w.write(path);
+}
+
+}  // namespace
+
 void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
   validate(s);
-  GgufWriter w;
+  if (s.arch == "deepseek2") return write_latent_model(s, path);
   const int32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
-  const bool gemma = s.arch == "gemma3", head_norms = s.arch != "llama";
+  const bool gemma = s.arch == "gemma3", head_norms = s.arch != "llama", moe = s.arch == "qwen3moe";
   char name[160];
   std::snprintf(name, sizeof(name), "kvserve-synthetic-%s-d%d-l%d-h%d-kv%d", s.arch.c_str(), s.dim, s.layers, s.heads,
                 s.kv_heads);
-  const std::string a = s.arch + ".";
-  w.add("general.architecture", GgufValue::str(s.arch));
-  w.add("general.name", GgufValue::str(name));
-  w.add("general.file_type", GgufValue::u32(s.dtype == TensorType::kF32 ? 0 : s.dtype == TensorType::kF16 ? 1 : 32));
-  w.add(a + "context_length", GgufValue::u32(s.context));
-  w.add(a + "embedding_length", GgufValue::u32(s.dim));
-  w.add(a + "block_count", GgufValue::u32(s.layers));
-  w.add(a + "feed_forward_length", GgufValue::u32(s.ffn));
-  w.add(a + "attention.head_count", GgufValue::u32(s.heads));
-  w.add(a + "attention.head_count_kv", GgufValue::u32(s.kv_heads));
+  Synth m(s);
+  m.header(name);
+  GgufWriter& w = m.w();
+  w.add(m.key("attention.head_count_kv"), GgufValue::u32(s.kv_heads));
   if (head_norms) {
-    w.add(a + "attention.key_length", GgufValue::u32(head_dim));
-    w.add(a + "attention.value_length", GgufValue::u32(head_dim));
+    w.add(m.key("attention.key_length"), GgufValue::u32(head_dim));
+    w.add(m.key("attention.value_length"), GgufValue::u32(head_dim));
   } else {
-    w.add(a + "rope.dimension_count", GgufValue::u32(head_dim));
+    w.add(m.key("rope.dimension_count"), GgufValue::u32(head_dim));
   }
-  w.add(a + "rope.freq_base", GgufValue::f32(head_norms ? 1e6f : 10000.0f));
+  w.add(m.key("rope.freq_base"), GgufValue::f32(head_norms ? 1e6f : 10000.0f));
   if (gemma) {
-    w.add(a + "rope.freq_base_swa", GgufValue::f32(10000.0f));
-    w.add(a + "attention.sliding_window", GgufValue::u32(s.window));
-    w.add(a + "attention.sliding_window_pattern", GgufValue::u32(s.window_period));
+    w.add(m.key("rope.freq_base_swa"), GgufValue::f32(10000.0f));
+    w.add(m.key("attention.sliding_window"), GgufValue::u32(s.window));
+    w.add(m.key("attention.sliding_window_pattern"), GgufValue::u32(s.window_period));
   }
-  w.add(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-6f));
-  w.add(a + "vocab_size", GgufValue::u32(s.vocab));
-  const bool moe = s.arch == "qwen3moe";
-  if (moe) {
-    w.add(a + "expert_count", GgufValue::u32(s.experts));
-    w.add(a + "expert_used_count", GgufValue::u32(s.experts_used));
-    w.add(a + "expert_feed_forward_length", GgufValue::u32(s.expert_ffn));
-  }
-
-  GgufArray tokens, scores, types;
-  auto add_token = [&](std::string text, float score, int32_t type) {
-    tokens.push_back(GgufValue::str(std::move(text)));
-    scores.push_back(GgufValue::f32(score));
-    types.push_back(GgufValue::i32(type));
-  };
-  add_token("<unk>", 0.0f, 2);
-  add_token("<s>", 0.0f, 3);
-  add_token("</s>", 0.0f, 3);
-  for (int b = 0; b < 256; ++b) {
-    char hex[8];
-    std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
-    add_token(hex, 0.0f, 6);
-  }
-  for (int32_t i = 0; static_cast<int32_t>(tokens.size()) < s.vocab; ++i)
-    add_token(filler_piece(i), -static_cast<float>(i), 1);
-  w.add("tokenizer.ggml.model", GgufValue::str("llama"));
-  w.add("tokenizer.ggml.tokens", GgufValue::array(GgufType::kString, std::move(tokens)));
-  w.add("tokenizer.ggml.scores", GgufValue::array(GgufType::kFloat32, std::move(scores)));
-  w.add("tokenizer.ggml.token_type", GgufValue::array(GgufType::kInt32, std::move(types)));
-  w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
-  w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
-  w.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
-  w.add("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
-
-  uint64_t tensor_seed = s.seed * 1000003ull;
-  auto add = [&](const std::string& tname, std::vector<uint64_t> dims, bool norm) {
-    uint64_t n = 1;
-    for (uint64_t x : dims) n *= x;
-    const TensorType type = norm ? TensorType::kF32 : s.dtype;
-    // Uniform weights scaled by 1/sqrt(fan_in) keep activations of every layer near unit size.
-    const float scale = norm ? 0.0f : (tname == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(float(dims[0])));
-    const uint64_t seed = ++tensor_seed;
-    w.add_tensor(tname, std::move(dims), type,
-                 [n, type, seed, scale, norm](uint8_t* out) { fill(out, n, type, seed, scale, norm); });
-  };
-  const uint64_t d = s.dim, ff = s.ffn, v = s.vocab, hd = head_dim, qd = uint64_t(s.heads) * head_dim,
-                 kvd = uint64_t(s.kv_heads) * head_dim;
-  add("token_embd.weight", {d, v}, false);
+  if (moe) m.experts_keys();
+  const uint64_t d = s.dim, hd = head_dim, qd = uint64_t(s.heads) * head_dim, kvd = uint64_t(s.kv_heads) * head_dim;
+  m.add("token_embd.weight", {d, uint64_t(s.vocab)}, false);
   for (int l = 0; l < s.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    add(p + "attn_norm.weight", {d}, true);
-    add(p + "attn_q.weight", {d, qd}, false);
-    add(p + "attn_k.weight", {d, kvd}, false);
-    add(p + "attn_v.weight", {d, kvd}, false);
+    m.add(p + "attn_norm.weight", {d}, true);
+    m.add(p + "attn_q.weight", {d, qd}, false);
+    m.add(p + "attn_k.weight", {d, kvd}, false);
+    m.add(p + "attn_v.weight", {d, kvd}, false);
     if (head_norms) {
-      add(p + "attn_q_norm.weight", {hd}, true);
-      add(p + "attn_k_norm.weight", {hd}, true);
+      m.add(p + "attn_q_norm.weight", {hd}, true);
+      m.add(p + "attn_k_norm.weight", {hd}, true);
     }
-    add(p + "attn_output.weight", {qd, d}, false);
-    if (gemma) add(p + "post_attention_norm.weight", {d}, true);
-    add(p + "ffn_norm.weight", {d}, true);
-    if (moe) {  // the router, then the stacked experts [in, out, expert]
-      const uint64_t e = s.experts, fe = s.expert_ffn;
-      add(p + "ffn_gate_inp.weight", {d, e}, false);
-      add(p + "ffn_gate_exps.weight", {d, fe, e}, false);
-      add(p + "ffn_up_exps.weight", {d, fe, e}, false);
-      add(p + "ffn_down_exps.weight", {fe, d, e}, false);
-    } else {
-      add(p + "ffn_gate.weight", {d, ff}, false);
-      add(p + "ffn_up.weight", {d, ff}, false);
-      add(p + "ffn_down.weight", {ff, d}, false);
-    }
-    if (gemma) add(p + "post_ffw_norm.weight", {d}, true);
+    m.add(p + "attn_output.weight", {qd, d}, false);
+    if (gemma) m.add(p + "post_attention_norm.weight", {d}, true);
+    m.add(p + "ffn_norm.weight", {d}, true);
+    if (moe)
+      m.experts(p);
+    else
+      m.swiglu(p, s.ffn);
+    if (gemma) m.add(p + "post_ffw_norm.weight", {d}, true);
   }
-  add("output_norm.weight", {d}, true);
-  if (!s.tied_output) add("output.weight", {d, v}, false);
+  m.output();
   w.write(path);
 }
 

@@ -1,4 +1,4 @@
-// Synthetic GGUF models (llama, qwen3, qwen3moe or gemma3 architecture): any shape, deterministic random
+// Synthetic GGUF models (llama, qwen3, qwen3moe, deepseek2 or gemma3 architecture): any shape, deterministic random
 // weights, and a byte-level SentencePiece-style vocab (byte tokens plus filler pieces). How a
 // machine without downloads gets a model, and how benchmarks get models of realistic size.
 #pragma once
@@ -12,7 +12,8 @@ namespace kvserve {
 
 struct SyntheticSpec {
   // "llama", "qwen3" (Q/K head norms), "qwen3moe" (qwen3's attention, a mixture of experts in
-  // every layer) or "gemma3" (also windowed layers)
+  // every layer), "deepseek2" (latent attention; leading dense layers, then mixtures with shared
+  // experts) or "gemma3" (also windowed layers)
   std::string arch = "llama";
   int32_t dim = 64;         // embedding width
   int32_t layers = 2;
@@ -23,6 +24,12 @@ struct SyntheticSpec {
   int32_t experts = 8;      // qwen3moe: experts per layer,
   int32_t experts_used = 2; // the top k each token is routed to,
   int32_t expert_ffn = 64;  // and each expert's hidden width
+  int32_t kv_lora = 64;     // deepseek2: the cached latent's width,
+  int32_t qk_rope = 16;     // the rotary dims of each query and of the key shared by the heads,
+  int32_t qk_nope = 32;     // each head's no-rotary query/key dims,
+  int32_t v_head = 32;      // each head's value width,
+  int32_t shared_experts = 1;  // the shared experts (their SwiGLU is shared_experts x expert_ffn wide),
+  int32_t dense_layers = 1;    // and the leading layers with a dense FFN (ffn wide)
   int32_t window = 1024;    // gemma3: the sliding window of its local layers
   int32_t window_period = 6;  // gemma3: period - 1 local layers, then one global
   int32_t vocab = 512;      // at least 259 (3 specials + 256 bytes)

@@ -5,7 +5,8 @@
 #   weights: scripts/bench-weights.sh, the same shapes in F16 and the quantized presets
 #   serving: kvserve-bench over gRPC against a fresh server on the ~110M shape, and over the
 #   HTTP API beside gRPC (scripts/bench-http.sh)
-# --quick skips the ~1B shape (a 4 GB model) and shortens the serving runs.
+#   moe: a Qwen3-30B-A3B-like mixture of experts scaled to this machine (Q4_K_M, 1.8 GB)
+# --quick skips the ~1B and MoE shapes (4 GB and 1.8 GB models) and shortens the serving runs.
 # KVSERVE_KV_DTYPE=f32|f16 (default f16, llama.cpp's default cache type, which its published
 # figures used) sets the KV cache element type of every run.
 set -euo pipefail
@@ -34,6 +35,13 @@ n=64; [ "$quick" = 1 ] && n=16
 if [ "$quick" = 0 ]; then
   "${bench_engine[@]}" --models-dir "$build/models" --dim 2048 --layers 16 --heads 16 --kv-heads 16 --ffn 5632 \
     --vocab 32000 --batches 1,4 --gen 32 --json "$out/engine-1b.json" | tee "$out/engine-1b.txt"
+  # A mixture of experts shaped like Qwen3-30B-A3B, scaled to this machine: 2048 wide, 24 layers,
+  # GQA 32/4 with 128-wide heads, 32 experts of width 512, 8 used (3.0B parameters, ~1.1B a
+  # token), Q4_K_M; the bandwidth limit counts the bytes a step streams (attention, router, the
+  # used experts, output).
+  "${bench_engine[@]}" --models-dir "$build/models" --arch qwen3moe --dim 2048 --layers 24 --heads 32 --kv-heads 4 \
+    --head-dim 128 --ffn 6144 --experts 32 --experts-used 8 --expert-ffn 512 --vocab 32000 --dtype Q4_K_M \
+    --batches 1,16,64 --gen 64 --batch-gen 32 --json "$out/engine-moe.json" | tee "$out/engine-moe.txt"
 fi
 
 # Weight types: F32 against F16 and the quantized presets, on the same shapes.
@@ -69,7 +77,7 @@ import json, os, sys
 out = sys.argv[1]
 rows = ["| shape | prompt tok/s (512) | decode tok/s, 1 seq | % of bandwidth limit | aggregate decode tok/s (seqs: decode-only (whole run, prefill included)) |",
         "|---|---|---|---|---|"]
-for name in ("15m", "110m", "1b"):
+for name in ("15m", "110m", "1b", "moe"):
     p = os.path.join(out, f"engine-{name}.json")
     if not os.path.exists(p):
         continue
@@ -77,7 +85,8 @@ for name in ("15m", "110m", "1b"):
     whole = j.get("aggregate_whole_run_tps", {})
     agg = ", ".join(f"{k}: {v:.0f}" + (f" ({whole[k]:.0f})" if k in whole else "")
                     for k, v in sorted(j["aggregate_decode_tps"].items(), key=lambda kv: int(kv[0])))
-    rows.append(f"| ~{name.upper()} ({j['params']/1e6:.0f}M params) | {j['prompt_tps']:.0f} "
+    label = "MoE 32x512, 8 used, Q4_K_M" if name == "moe" else f"~{name.upper()}"
+    rows.append(f"| {label} ({j['params']/1e6:.0f}M params) | {j['prompt_tps']:.0f} "
                 f"({100*j['prompt_tps']/j['compute_limit_tps']:.0f}% of peak) | {j['decode1_tps']:.1f} | "
                 f"{100*j.get('decode1_share_read', j['decode1_tps']/j['decode_limit_tps']):.0f}% | {agg} |")
 j = json.load(open(os.path.join(out, "engine-110m.json")))

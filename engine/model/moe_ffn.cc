@@ -1,5 +1,7 @@
 #include "model/moe_ffn.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -35,6 +37,7 @@ void MoeFfn::forward(const float* h, int64_t T, float* x) {
   std::vector<int32_t>& next = count_;  // reused as each expert's fill position
   for (int64_t e = 0; e < E; ++e) next[e] = start_[e];
   for (int64_t i = 0; i < T * K; ++i) order_[next[chosen_[i]]++] = static_cast<int32_t>(i);
+  if (forward_experts_in_parallel(h, T, x)) return;
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = start_[e + 1] - start_[e];
     if (n == 0) continue;
@@ -56,6 +59,63 @@ void MoeFfn::forward(const float* h, int64_t T, float* x) {
       for (int64_t c = 0; c < D; ++c) out[c] += wt * y[c];
     }
   }
+}
+
+bool MoeFfn::forward_experts_in_parallel(const float* h, int64_t T, float* x) {
+  const int64_t E = routing_.n_expert, K = routing_.n_used, D = n_embd_, F = n_ff_;
+  const int threads = omp_get_max_threads();
+  if (threads < 2 || omp_in_parallel()) return false;
+  // The experts used this step, each small enough for one thread (no padded rows), with the
+  // scratch each needs; any that cannot run alone: the sequential path.
+  used_.clear();
+  int64_t scratch = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = start_[e + 1] - start_[e];
+    if (n == 0) continue;
+    if (n > kSmallBatchRows) return false;
+    const int64_t a = w_.experts[e].gate_up->private_scratch_bytes(n), b = w_.experts[e].down->private_scratch_bytes(n);
+    if (a < 0 || b < 0) return false;
+    scratch = std::max({scratch, a, b});
+    used_.push_back(static_cast<int32_t>(e));
+  }
+  if (used_.size() < 2) return false;
+  // Every (token, slot) pair's rows in expert order: expert e's at rows start_[e] .. start_[e + 1].
+  const int64_t P = T * K;
+  grow(xe_, P * D);
+  grow(gu_, P * 2 * F);
+  grow(act_, P * F);
+  grow(ye_, P * D);
+  const size_t per_thread = (static_cast<size_t>(scratch) + 63) / 64 * 64;
+  grow(thread_scratch_, per_thread * threads);
+  for (int64_t r = 0; r < P; ++r) std::memcpy(xe_.data() + r * D, h + (order_[r] / K) * D, D * sizeof(float));
+  const auto n_used = static_cast<int64_t>(used_.size());
+  // One expert a work item, its matrices on one thread: a step's many small products would
+  // otherwise each meet the whole team at a barrier. Each item writes only its own rows.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < n_used; ++i) {
+    const int64_t e = used_[i], r0 = start_[e], n = start_[e + 1] - r0;
+    uint8_t* s = thread_scratch_.data() + per_thread * static_cast<size_t>(omp_get_thread_num());
+    float* gu = gu_.data() + r0 * 2 * F;
+    float* act = act_.data() + r0 * F;
+    float* ye = ye_.data() + r0 * D;
+    const Expert& ex = w_.experts[e];
+    ex.gate_up->forward_private(xe_.data() + r0 * D, n, gu, s);
+    if (!w_.gate_up_bias.empty()) k_.add_bias(gu, n, 2 * F, w_.gate_up_bias.data() + e * 2 * F, 2 * F);
+    if (act_kind_ == FfnKind::kSwiGluOai)
+      swiglu_oai(gu, n, F, act);
+    else
+      k_.silu_mul(gu, n, F, act);
+    ex.down->forward_private(act, n, ye, s);
+    if (!w_.down_bias.empty()) k_.add_bias(ye, n, D, w_.down_bias.data() + e * D, D);
+  }
+  // Added in expert order, as the sequential path adds them: the same sums whatever the path.
+  for (int64_t r = 0; r < P; ++r) {
+    const float wt = weights_[order_[r]];
+    float* out = x + (order_[r] / K) * D;
+    const float* y = ye_.data() + r * D;
+    for (int64_t c = 0; c < D; ++c) out[c] += wt * y[c];
+  }
+  return true;
 }
 
 void MoeFfn::prepare(int64_t max_rows) {

@@ -47,6 +47,10 @@ class MoeFfn {
   int64_t small_floats() const;  // biases held as F32
 
  private:
+  // Small steps (decode): each used expert on a thread of its own, the results added afterwards
+  // in expert order. False (nothing done) where a matrix cannot run alone or too many rows came.
+  bool forward_experts_in_parallel(const float* h, int64_t T, float* x);
+
   Weights w_;
   MoeRouting routing_;
   int64_t n_embd_, n_ff_;
@@ -54,7 +58,8 @@ class MoeFfn {
   const KernelTable& k_;
   // Scratch, grown to the largest step seen.
   std::vector<float> logits_, weights_, xe_, gu_, act_, ye_;
-  std::vector<int32_t> chosen_, count_, start_, order_;
+  std::vector<int32_t> chosen_, count_, start_, order_, used_;
+  std::vector<uint8_t> thread_scratch_;  // the parallel path's activation scratch, one slice a thread
 };
 
 }  // namespace kvserve

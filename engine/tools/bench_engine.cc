@@ -189,8 +189,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
-  const bool synthetic = model.empty();
-  if (synthetic) {
+  if (model.empty()) {
     std::filesystem::create_directories(models_dir);
     // The llama shapes keep their old names (models already written are reused).
     const std::string arch =
@@ -243,8 +242,9 @@ int main(int argc, char** argv) {
   const int64_t emb = int64_t{mi.n_vocab} * mi.n_embd;
   const bool tied = mi.n_params < 2 * emb + int64_t{mi.n_layer} * mi.n_embd * mi.n_embd;
   int64_t matmul_params = mi.n_params - (tied ? 0 : emb);
-  if (synthetic && spec.arch == "qwen3moe")  // a token multiplies only its experts
-    matmul_params -= int64_t{mi.n_layer} * (spec.experts - spec.experts_used) * 3 * spec.dim * spec.expert_ffn;
+  // A mixture: a token multiplies only its experts, the share of the weights a step streams.
+  if (mi.weight_bytes_per_step < mi.weight_bytes * 4 / 5)
+    matmul_params = static_cast<int64_t>(static_cast<double>(mi.n_params) * mi.weight_bytes_per_step / mi.weight_bytes);
   const auto weight_bytes = static_cast<double>(mi.weight_bytes_per_step);
 
   std::mt19937 rng(1234);

@@ -98,6 +98,25 @@ void QuantMatrix::prepare(int64_t max_rows, bool /*accumulate*/) {
   }
 }
 
+int64_t QuantMatrix::private_scratch_bytes(int64_t m) const {
+  if (m > kSmallBatchRows) return -1;
+  for (const Part& p : parts_)
+    if (path(p, m) == MatmulPath::kDecodedGemm) return -1;  // the context's shared panel buffer
+  return int8_activations_ ? int8_scratch_bytes(m, n_in_) : 0;
+}
+
+void QuantMatrix::forward_private(const float* x, int64_t m, float* y, uint8_t* scratch) {
+  int64_t col = 0;
+  for (const Part& p : parts_) {
+    ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
+                                                .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,
+                                                .m = m, .y = y + col, .ldy = n_out_, .accumulate = false,
+                                                .int8_activations = int8_activations_, .scratch = scratch,
+                                                .panels = p.panels});
+    col += p.rows;
+  }
+}
+
 void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) {
   if (m == 0) return;
   int64_t col = 0;

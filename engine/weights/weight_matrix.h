@@ -41,6 +41,13 @@ class WeightMatrix {
   // Readies everything a forward of up to max_rows rows, with this accumulate, needs (JIT,
   // scratch), so that no step compiles kernels or allocates.
   virtual void prepare(int64_t max_rows, bool accumulate) = 0;
+  // Several matrices multiplied at once on different threads (a mixture's experts): the bytes of
+  // scratch a forward of m rows needs when it is given its own (forward_private), sharing nothing
+  // with other calls; -1 where this matrix cannot (then forward alone is used).
+  virtual int64_t private_scratch_bytes(int64_t /*m*/) const { return -1; }
+  // y = x·Wᵀ for m rows (at most kSmallBatchRows: no padded rows) with `scratch` of
+  // private_scratch_bytes(m) bytes; safe beside other such calls on other matrices.
+  virtual void forward_private(const float* x, int64_t m, float* y, uint8_t* /*scratch*/) { forward(x, m, y); }
   virtual TensorType held_as() const = 0;  // the type the weights are held and multiplied in
   virtual int64_t bytes() const = 0;       // bytes of weights one forward streams
   virtual int64_t panel_bytes() const { return 0; }  // of those, held as packed panels

@@ -43,21 +43,37 @@ void MoeFfn::forward(const float* h, int64_t T, float* x) {
     if (n == 0) continue;
     const int32_t* pairs = order_.data() + start_[e];
     for (int64_t r = 0; r < n; ++r) std::memcpy(xe_.data() + r * D, h + (pairs[r] / K) * D, D * sizeof(float));
-    const Expert& ex = w_.experts[e];
-    ex.gate_up->forward(xe_.data(), n, gu_.data());
-    if (!w_.gate_up_bias.empty()) k_.add_bias(gu_.data(), n, 2 * F, w_.gate_up_bias.data() + e * 2 * F, 2 * F);
-    if (act_kind_ == FfnKind::kSwiGluOai)
-      swiglu_oai(gu_.data(), n, F, act_.data());
-    else
-      k_.silu_mul(gu_.data(), n, F, act_.data());
-    ex.down->forward(act_.data(), n, ye_.data());
-    if (!w_.down_bias.empty()) k_.add_bias(ye_.data(), n, D, w_.down_bias.data() + e * D, D);
-    for (int64_t r = 0; r < n; ++r) {
-      const float wt = weights_[pairs[r]];
-      float* out = x + (pairs[r] / K) * D;
-      const float* y = ye_.data() + r * D;
-      for (int64_t c = 0; c < D; ++c) out[c] += wt * y[c];
-    }
+    run_expert(e, xe_.data(), n, gu_.data(), act_.data(), ye_.data(), nullptr);
+    add_weighted(pairs, n, ye_.data(), x);
+  }
+}
+
+void MoeFfn::run_expert(int64_t e, const float* xe, int64_t n, float* gu, float* act, float* ye, uint8_t* scratch) {
+  const int64_t D = n_embd_, F = n_ff_;
+  const Expert& ex = w_.experts[e];
+  if (scratch)
+    ex.gate_up->forward_private(xe, n, gu, scratch);
+  else
+    ex.gate_up->forward(xe, n, gu);
+  if (!w_.gate_up_bias.empty()) k_.add_bias(gu, n, 2 * F, w_.gate_up_bias.data() + e * 2 * F, 2 * F);
+  if (act_kind_ == FfnKind::kSwiGluOai)
+    swiglu_oai(gu, n, F, act);
+  else
+    k_.silu_mul(gu, n, F, act);
+  if (scratch)
+    ex.down->forward_private(act, n, ye, scratch);
+  else
+    ex.down->forward(act, n, ye);
+  if (!w_.down_bias.empty()) k_.add_bias(ye, n, D, w_.down_bias.data() + e * D, D);
+}
+
+void MoeFfn::add_weighted(const int32_t* pairs, int64_t n, const float* ye, float* x) const {
+  const int64_t K = routing_.n_used, D = n_embd_;
+  for (int64_t r = 0; r < n; ++r) {
+    const float wt = weights_[pairs[r]];
+    float* out = x + (pairs[r] / K) * D;
+    const float* y = ye + r * D;
+    for (int64_t c = 0; c < D; ++c) out[c] += wt * y[c];
   }
 }
 
@@ -95,26 +111,10 @@ bool MoeFfn::forward_experts_in_parallel(const float* h, int64_t T, float* x) {
   for (int64_t i = 0; i < n_used; ++i) {
     const int64_t e = used_[i], r0 = start_[e], n = start_[e + 1] - r0;
     uint8_t* s = thread_scratch_.data() + per_thread * static_cast<size_t>(omp_get_thread_num());
-    float* gu = gu_.data() + r0 * 2 * F;
-    float* act = act_.data() + r0 * F;
-    float* ye = ye_.data() + r0 * D;
-    const Expert& ex = w_.experts[e];
-    ex.gate_up->forward_private(xe_.data() + r0 * D, n, gu, s);
-    if (!w_.gate_up_bias.empty()) k_.add_bias(gu, n, 2 * F, w_.gate_up_bias.data() + e * 2 * F, 2 * F);
-    if (act_kind_ == FfnKind::kSwiGluOai)
-      swiglu_oai(gu, n, F, act);
-    else
-      k_.silu_mul(gu, n, F, act);
-    ex.down->forward_private(act, n, ye, s);
-    if (!w_.down_bias.empty()) k_.add_bias(ye, n, D, w_.down_bias.data() + e * D, D);
+    run_expert(e, xe_.data() + r0 * D, n, gu_.data() + r0 * 2 * F, act_.data() + r0 * F, ye_.data() + r0 * D, s);
   }
   // Added in expert order, as the sequential path adds them: the same sums whatever the path.
-  for (int64_t r = 0; r < P; ++r) {
-    const float wt = weights_[order_[r]];
-    float* out = x + (order_[r] / K) * D;
-    const float* y = ye_.data() + r * D;
-    for (int64_t c = 0; c < D; ++c) out[c] += wt * y[c];
-  }
+  add_weighted(order_.data(), P, ye_.data(), x);
   return true;
 }
 

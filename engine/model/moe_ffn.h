@@ -50,6 +50,11 @@ class MoeFfn {
   // Small steps (decode): each used expert on a thread of its own, the results added afterwards
   // in expert order. False (nothing done) where a matrix cannot run alone or too many rows came.
   bool forward_experts_in_parallel(const float* h, int64_t T, float* x);
+  // Expert e on n gathered rows xe ([n, n_embd]) into ye ([n, n_embd]); gu, act: its scratch.
+  // scratch: a private activation scratch (forward_private), or null (the shared one).
+  void run_expert(int64_t e, const float* xe, int64_t n, float* gu, float* act, float* ye, uint8_t* scratch);
+  // x[token of pair] += weight of pair · ye row, for the n (token, slot) pairs listed.
+  void add_weighted(const int32_t* pairs, int64_t n, const float* ye, float* x) const;
 
   Weights w_;
   MoeRouting routing_;

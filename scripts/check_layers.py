@@ -18,6 +18,7 @@ LAYERS = [
     ["kernels", "gguf"],                          # CPU kernels; the file format
     ["weights", "kv_cache"],                      # weight matrices; the paged cache
     ["model", "text", "sampling", "inspect"],     # architectures; tokenizers, templates; ...
+    ["grammar"],                                  # constrained decoding (UTF-8 from text/)
     ["runtime"],                                  # the loop, scheduler, config
     ["tools"],                                    # engine command-line tools
     ["core"],                                     # server/core: transport-neutral service state

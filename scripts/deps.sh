@@ -36,8 +36,10 @@ KVSERVE_BUILD_PACKAGES=(
 #   python3-regex: Python's `regex` module, the independent runner of Llama 3's and Qwen2's
 #   pre-tokenizer patterns (tests/tools/test_pre_tokenizer_regex.py). python3-jinja2: the reference
 #   renderer of chat templates on conversations not in shared/ (tests/tools/test_chat_template_jinja2.py).
+#   python3-jsonschema: the independent validator of JSON-Schema-constrained outputs
+#   (tests/tools/test_constrained_outputs.py).
 KVSERVE_TEST_PACKAGES=(
-  python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex python3-jinja2
+  python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex python3-jinja2 python3-jsonschema
   curl
 )
 # The container test: builds and runs the Dockerfile without a Docker daemon.

@@ -57,8 +57,14 @@ GenerateStream::GenerateStream(InferenceService& service, grpc::CallbackServerCo
 
   link_ = std::make_shared<StreamLink>();
   link_->stream = this;
+  static const char* const kConstraintFields[] = {"", "sampling.json_schema", "sampling.json_object", "sampling.regex",
+                                                  "sampling.choice", "sampling.grammar"};
+  const char* constraint_field = kConstraintFields[static_cast<int>(req.sampling.constraint.kind)];
   SubmitResult r = engine.submit(std::move(req), std::make_shared<StreamSink>(link_));
   if (!r.ok()) {
+    // The engine names its own field; the caller set the oneof's member.
+    if (const std::string k = "sampling.constraint"; r.message.compare(0, k.size(), k) == 0)
+      r.message = constraint_field + r.message.substr(k.size());
     finish_call(submit_grpc_status(r));
     return;
   }

@@ -1,6 +1,8 @@
 #include "version.h"
 #include "proto_convert.h"
 
+#include <algorithm>
+
 #include "core/request_ids.h"
 #include "core/request_input.h"
 
@@ -34,6 +36,32 @@ Status to_engine_request(const v1::GenerateRequest& in, const Tokenizer& tokeniz
   o.logprobs = s.logprobs();
   o.top_logprobs = s.top_logprobs();
   if (s.has_prompt_logprobs()) o.prompt_logprobs = s.prompt_logprobs();
+  OutputConstraint& c = o.constraint;
+  switch (s.constraint_case()) {
+    case v1::SamplingParams::kJsonSchema:
+      c.kind = OutputConstraint::Kind::kJsonSchema;
+      c.text = s.json_schema();
+      break;
+    case v1::SamplingParams::kJsonObject:
+      if (s.json_object()) c.kind = OutputConstraint::Kind::kJsonObject;
+      break;
+    case v1::SamplingParams::kRegex:
+      c.kind = OutputConstraint::Kind::kRegex;
+      c.text = s.regex();
+      break;
+    case v1::SamplingParams::kChoice:
+      c.kind = OutputConstraint::Kind::kChoice;
+      c.choices.assign(s.choice().choices().begin(), s.choice().choices().end());
+      break;
+    case v1::SamplingParams::kGrammar:
+      c.kind = OutputConstraint::Kind::kGrammar;
+      c.text = s.grammar();
+      break;
+    case v1::SamplingParams::CONSTRAINT_NOT_SET:
+      break;
+  }
+  for (const auto& [t, b] : s.logit_bias()) o.logit_bias.emplace_back(t, b);
+  std::sort(o.logit_bias.begin(), o.logit_bias.end());  // a map's order is unspecified
   return Status::OK;
 }
 

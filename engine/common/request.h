@@ -9,6 +9,15 @@
 
 namespace kvserve {
 
+// What the generated text must be, enforced token by token (grammar/constraint.h).
+struct OutputConstraint {
+  enum class Kind { kNone, kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
+  Kind kind = Kind::kNone;
+  std::string text;                  // kJsonSchema: the schema as JSON text; kRegex; kGrammar: GBNF
+  std::vector<std::string> choices;  // kChoice: the text is exactly one of these
+  bool active() const { return kind != Kind::kNone; }
+};
+
 struct SamplingParams {
   int32_t max_new_tokens = 256;     // tokens to generate at most
   float temperature = 1.0f;         // 0 (or anything below 1e-5) = greedy (argmax)
@@ -27,6 +36,9 @@ struct SamplingParams {
   // -1 = off; 0-20: the log-probability of every prompt token after the first given those
   // before it, with this many alternatives (Completion::prompt_logprobs).
   int32_t prompt_logprobs = -1;
+  OutputConstraint constraint;      // none by default
+  // Added to a token's logit before anything else (OpenAI's logit_bias; -100 bans, 100 forces).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 // A head of the model: layer and query head, both from 0.

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <random>
+#include <set>
 #include <stdexcept>
 
 #include "gguf/gguf_writer.h"
@@ -94,6 +96,10 @@ class Synth {
     w_.add(key("attention.head_count"), GgufValue::u32(s_.heads));
     w_.add(key("attention.layer_norm_rms_epsilon"), GgufValue::f32(1e-6f));
     w_.add(key("vocab_size"), GgufValue::u32(s_.vocab));
+    if (!s_.vocab_from.empty()) {
+      copy_vocabulary();
+      return;
+    }
     GgufArray tokens, scores, types;
     auto add_token = [&](std::string text, float score, int32_t type) {
       tokens.push_back(GgufValue::str(std::move(text)));
@@ -118,6 +124,44 @@ class Synth {
     w_.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
     w_.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
     w_.add("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
+  }
+  void copy_vocabulary() {
+    GgufFile src(s_.vocab_from);
+    GgufArray tokens = src.get("tokenizer.ggml.tokens").as_array("tokenizer.ggml.tokens");
+    const size_t own = tokens.size();
+    if (static_cast<size_t>(s_.vocab) < own)
+      throw std::invalid_argument("vocab must be at least the " + std::to_string(own) + " tokens of " + s_.vocab_from);
+    const GgufValue* types_v = src.find("tokenizer.ggml.token_type");
+    const GgufValue* scores_v = src.find("tokenizer.ggml.scores");
+    GgufArray types = types_v ? types_v->as_array("tokenizer.ggml.token_type") : GgufArray{};
+    GgufArray scores = scores_v ? scores_v->as_array("tokenizer.ggml.scores") : GgufArray{};
+    std::vector<size_t> normal;
+    std::set<std::string> seen;
+    for (size_t i = 0; i < own; ++i) {
+      const std::string& t = tokens[i].as_string("tokenizer.ggml.tokens");
+      seen.insert(t);
+      if (types.empty() || types[i].as_int("tokenizer.ggml.token_type") == 1) normal.push_back(i);
+    }
+    std::mt19937_64 rng(s_.seed * 7919 + 17);
+    while (tokens.size() < static_cast<size_t>(s_.vocab)) {
+      const std::string t = tokens[normal[rng() % normal.size()]].as_string("") + tokens[normal[rng() % normal.size()]].as_string("");
+      if (!seen.insert(t).second) continue;
+      tokens.push_back(GgufValue::str(t));
+      if (!types.empty()) types.push_back(GgufValue::i32(1));
+      if (!scores.empty()) scores.push_back(GgufValue::f32(-1e6f));
+    }
+    for (const auto& [k, v] : src.metadata()) {
+      if (k.rfind("tokenizer.", 0) != 0) continue;
+      if (k == "tokenizer.ggml.tokens") {
+        w_.add(k, GgufValue::array(GgufType::kString, tokens));
+      } else if (k == "tokenizer.ggml.token_type") {
+        w_.add(k, GgufValue::array(GgufType::kInt32, types));
+      } else if (k == "tokenizer.ggml.scores") {
+        w_.add(k, GgufValue::array(GgufType::kFloat32, scores));
+      } else {
+        w_.add(k, v);
+      }
+    }
   }
   void add(const std::string& tname, std::vector<uint64_t> dims, bool norm) {
     uint64_t n = 1;

@@ -37,6 +37,10 @@ struct SyntheticSpec {
   TensorType dtype = TensorType::kF32;  // of the 2-D weights; norms stay F32
   uint64_t seed = 1;
   bool tied_output = false; // leave out output.weight (the embedding is the classifier)
+  // A GGUF whose tokenizer.* keys become this model's vocabulary (empty: the byte-level one).
+  // Tokens past its own, up to `vocab`, are two of its tokens joined: text the encoder never
+  // makes but a model may sample, as large vocabularies' long pieces are.
+  std::string vocab_from = {};
 };
 
 // Throws std::invalid_argument naming the field when the shape is impossible.

@@ -17,6 +17,9 @@
 namespace kvserve {
 namespace {
 
+// Compiled constraints kept for reuse: a client sends the same schema request after request.
+constexpr size_t kCompiledGrammars = 64;
+
 double seconds_between(Sequence::Clock::time_point a, Sequence::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -90,6 +93,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), seed_source_(s
 void Engine::load() {
   file_ = std::make_unique<GgufFile>(options_.model.path);
   tokenizer_ = std::make_unique<Tokenizer>(*file_);
+  grammars_ = std::make_unique<grammar::GrammarCache>(make_token_index(*tokenizer_), kCompiledGrammars);
   chat_template_ = std::make_unique<ChatTemplate>(*file_, *tokenizer_, options_.model.chat_template_file);
   info_.chat_template = chat_template_->origin();
   if (!chat_template_->error().empty()) info_.chat_template += "; UNUSABLE: " + chat_template_->error();
@@ -248,6 +252,15 @@ uint64_t salt_root(const std::string& salt) {
 
 }  // namespace
 
+std::shared_ptr<const grammar::TokenIndex> make_token_index(const Tokenizer& tok) {
+  std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
+  for (int32_t t = 0; t < tok.vocab_size(); ++t) {
+    const TokenKind k = tok.token_kind(t);
+    if (k == TokenKind::kNormal || k == TokenKind::kByte || k == TokenKind::kUserDefined) bytes[t] = tok.token_bytes(t);
+  }
+  return std::make_shared<const grammar::TokenIndex>(std::move(bytes), tok.end_of_generation_ids());
+}
+
 SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
   if (!accepting_) return {SubmitCode::kShuttingDown, 0, "server is shutting down"};
   if (std::string err = validate_request(request); !err.empty()) return {SubmitCode::kInvalidArgument, 0, err};
@@ -262,6 +275,13 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
   seq->prefix_root = salt_root(seq->request.cache_salt);
   seq->sink = std::move(sink);
   seq->text = std::make_unique<OutputText>(*tokenizer_, seq->request.prompt, seq->request.sampling.stop);
+  if (seq->request.sampling.constraint.active()) {
+    try {
+      seq->matcher = std::make_unique<grammar::GrammarMatcher>(grammars_->get(seq->request.sampling.constraint));
+    } catch (const grammar::GrammarError& e) {
+      return {SubmitCode::kInvalidArgument, 0, std::string("sampling.constraint: ") + e.what()};
+    }
+  }
   seq->submitted = Sequence::Clock::now();
   prepare_inspection(seq.get());
   if (seq->request.deadline_ms > 0)
@@ -474,6 +494,7 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
   const float* raw = logits;
   scratch_logits_.assign(raw, raw + V);
   const std::span<const int32_t> generated(s.tokens.data() + s.num_prompt, s.tokens.size() - s.num_prompt);
+  if (!constrain(s, scratch_logits_.data())) return logits + V;
   const int32_t token = s.sampler->sample(scratch_logits_.data(), V, s.tokens, generated);
   if (token < 0) {
     finish(&s, FinishReason::kError, "the model produced no finite logit at position " + std::to_string(s.tokens.size()));
@@ -490,7 +511,13 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
   s.tokens.push_back(token);
   ++generation_tokens_total_;
 
-  const bool eos = tokenizer_->is_end_of_generation(token) && !sp.ignore_eos;
+  if (s.matcher && !s.matcher->accept(token)) {
+    finish(&s, FinishReason::kError, "the sampled token " + std::to_string(token) + " is outside the grammar");
+    return logits + V;
+  }
+  // A grammar that took an end-of-generation token is complete: that ends the request even
+  // with ignore_eos.
+  const bool eos = (tokenizer_->is_end_of_generation(token) && !sp.ignore_eos) || (s.matcher && s.matcher->ended());
   const bool stop_token = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
   if (eos || stop_token) {
     finish(&s, FinishReason::kStop, {}, std::move(ev));
@@ -505,6 +532,37 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
     deliver(s, std::move(ev));
   }
   return logits + V;
+}
+
+bool Engine::constrain(Sequence& s, float* logits) {
+  const SamplingParams& sp = s.request.sampling;
+  for (const auto& [t, b] : sp.logit_bias) logits[t] += b;
+  if (!s.matcher) return true;
+  try {
+    s.matcher->fill_mask(s.mask);
+  } catch (const grammar::GrammarError& e) {
+    finish(&s, FinishReason::kError, std::string("sampling.constraint: ") + e.what());
+    return false;
+  }
+  const int32_t V = info_.n_vocab;
+  bool any = false;
+  for (int32_t w = 0; w * 64 < V; ++w) {
+    const uint64_t bits = s.mask[w];
+    any |= bits != 0;
+    if (bits == ~uint64_t{0}) continue;
+    const int32_t end = std::min(V, (w + 1) * 64);
+    for (int32_t t = w * 64; t < end; ++t)
+      if (!((bits >> (t - w * 64)) & 1)) logits[t] = -INFINITY;
+  }
+  if (!any) {  // the vocabulary cannot continue the grammar (and has no end token where it could end)
+    if (s.matcher->complete()) {
+      finish(&s, FinishReason::kStop);
+    } else {
+      finish(&s, FinishReason::kError, "sampling.constraint: no token of the vocabulary continues the grammar here");
+    }
+    return false;
+  }
+  return true;
 }
 
 // The prompt rows of a chunk whose logits score the next prompt token (a scored prompt only).

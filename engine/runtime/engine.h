@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/config.h"
+#include "grammar/constraint.h"
 #include "gguf/gguf.h"
 #include "kv_cache/block_allocator.h"
 #include "kv_cache/kv_storage.h"
@@ -100,6 +101,10 @@ struct EngineStats {
   int64_t evictions_total = 0;          // cached blocks evicted to make room
 };
 
+// The vocabulary as a grammar sees it: text tokens by their bytes; control, unknown and unused
+// tokens never match text; the end-of-generation tokens end a complete one.
+std::shared_ptr<const grammar::TokenIndex> make_token_index(const Tokenizer& tokenizer);
+
 class Engine {
  public:
   enum class Shutdown { kDrain, kAbort };
@@ -146,6 +151,9 @@ class Engine {
   // After the forward pass: one chunk's prompt scores, computed tokens and sampled token; its
   // logits start at `logits`. Returns where the next chunk's logits start.
   const float* advance(const ScheduledChunk& chunk, const float* logits);
+  // Applies logit_bias and the grammar's mask to a sequence's logits; false when it ended the
+  // sequence instead (the grammar failed, or allows nothing).
+  bool constrain(Sequence& s, float* logits);
   static int64_t scored_rows(const ScheduledChunk& chunk);
   void finish(Sequence* seq, FinishReason reason, std::string error = {}, Event event = {});
   // Hands an event to the request's sink; a sink that throws ends the request, not the loop.
@@ -171,6 +179,7 @@ class Engine {
   std::map<uint64_t, std::unique_ptr<Sequence>> seqs_;
   BatchInputs batch_;
   std::vector<float> scratch_logits_;
+  std::unique_ptr<grammar::GrammarCache> grammars_;  // compiled constraints over this vocabulary
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, steps_total_ = 0;
 
   // Shared with callers.

@@ -45,6 +45,16 @@ std::string validate_request(const Request& r, const RequestLimits& limits) {
     return "sampling.top_logprobs: must be between 0 and " + std::to_string(kMaxTopLogprobs);
   if (s.prompt_logprobs < -1 || s.prompt_logprobs > kMaxTopLogprobs)
     return "sampling.prompt_logprobs: must be between 0 and " + std::to_string(kMaxTopLogprobs) + " (or unset)";
+  if (s.logit_bias.size() > static_cast<size_t>(V)) return "sampling.logit_bias: more entries than the vocabulary";
+  for (const auto& [t, b] : s.logit_bias) {
+    if (t < 0 || t >= V)
+      return "sampling.logit_bias: token " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")";
+    if (!(b >= -100.0f && b <= 100.0f)) return "sampling.logit_bias: values must be between -100 and 100";
+  }
+  if (s.constraint.kind == OutputConstraint::Kind::kChoice && s.constraint.choices.size() > kMaxChoices)
+    return "sampling.constraint: at most " + std::to_string(kMaxChoices) + " choices";
+  if (s.constraint.text.size() > kMaxConstraintBytes)
+    return "sampling.constraint: at most " + std::to_string(kMaxConstraintBytes >> 10) + " KiB";
   if (r.deadline_ms < 0) return "deadline_ms: must be >= 0";
   const InspectOptions& in = r.inspect;
   if (in.capture_attention) {

@@ -14,6 +14,9 @@ constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 256;
 constexpr size_t kMaxStopTokens = 64;
 constexpr int32_t kMaxTopLogprobs = 20;
+// A constraint's text (schema, pattern, grammar) and choices: a request body's size, not more.
+constexpr size_t kMaxConstraintBytes = size_t{1} << 20;
+constexpr size_t kMaxChoices = 100'000;
 
 // Attention capture holds n_layer·n_head·n² floats for a prompt of n tokens: a hard ceiling on it.
 constexpr int64_t kMaxCaptureBytes = int64_t{1} << 30;

@@ -9,6 +9,7 @@
 #include "kv_cache/block_table.h"
 #include "text/output_text.h"
 #include "common/request.h"
+#include "grammar/matcher.h"
 #include "sampling/sampler.h"
 
 namespace kvserve {
@@ -41,6 +42,8 @@ struct Sequence {
   std::shared_ptr<ResultSink> sink;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<OutputText> text;
+  std::unique_ptr<grammar::GrammarMatcher> matcher;  // with sampling.constraint
+  std::vector<uint64_t> mask;                        // the matcher's allowed tokens, reused per step
   Clock::time_point submitted{};
   Clock::time_point first_token{};
   Clock::time_point deadline = Clock::time_point::max();

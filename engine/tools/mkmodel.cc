@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   app.add_option("--window-period", spec.window_period, "gemma3: period - 1 local layers, then one global")
       ->capture_default_str();
   app.add_option("--vocab", spec.vocab, "vocabulary size (>= 259)")->capture_default_str();
+  app.add_option("--vocab-from", spec.vocab_from,
+                 "a GGUF whose tokenizer becomes the model's (padded to --vocab with joined pieces)");
   app.add_option("--context", spec.context, "context length")->capture_default_str();
   app.add_option("--dtype", dtype, "weight type: a preset of kvserve-quantize (" + kvserve::quant_preset_names() + ")")
       ->capture_default_str();

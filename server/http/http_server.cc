@@ -510,6 +510,9 @@ bool HttpServer::start_completion(MHD_Connection* c, Call& call, CompletionCall 
   if (!r.ok()) {
     ServiceStatus s = submit_status(r);
     s.message = openai_field_message(s.message);
+    // The engine names its own field; the client sent one of several.
+    if (const std::string k = "sampling.constraint"; s.message.compare(0, k.size(), k) == 0)
+      s.message = cc.constraint_field + s.message.substr(k.size());
     return refuse(c, call, s);
   }
   state_.request_ids().set_engine_id(tenant, id, r.id);

@@ -7,6 +7,7 @@
 #include "core/json_body.h"
 #include "core/log_text.h"
 #include "core/request_input.h"
+#include "http/openai_fields.h"
 #include "text/utf8.h"
 
 namespace kvserve {
@@ -134,6 +135,12 @@ ServiceStatus parse_sampling(const json& body, CompletionCall* out) {
   return {};
 }
 
+ServiceStatus parse_constraint_fields(const json& body, const Tokenizer& tokenizer, CompletionCall* out) {
+  SamplingParams& s = out->request.sampling;
+  if (ServiceStatus st = parse_output_constraint(body, &s.constraint, &out->constraint_field); !st.ok()) return st;
+  return parse_logit_bias(body, tokenizer.vocab_size(), &s.logit_bias);
+}
+
 }  // namespace
 
 std::string openai_field_message(const std::string& m) {
@@ -152,7 +159,9 @@ std::string openai_field_message(const std::string& m) {
 ServiceStatus parse_completion_request(const json& body, const Tokenizer& tokenizer,
                                        const std::vector<std::string>& model_ids, CompletionCall* out) {
   if (ServiceStatus st = check_model(body, model_ids); !st.ok()) return st;
+  if (ServiceStatus st = check_fields(body, false); !st.ok()) return st;
   if (ServiceStatus st = parse_sampling(body, out); !st.ok()) return st;
+  if (ServiceStatus st = parse_constraint_fields(body, tokenizer, out); !st.ok()) return st;
   CompletionCall& c = *out;
   // prompt: a string, an array of token ids, or an array holding one string.
   auto p = body.find("prompt");
@@ -212,12 +221,14 @@ ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
                                  const std::vector<std::string>& model_ids, const ChatTemplate& chat_template,
                                  int32_t max_request_tokens, CompletionCall* out) {
   if (ServiceStatus st = check_model(body, model_ids); !st.ok()) return st;
+  if (ServiceStatus st = check_fields(body, true); !st.ok()) return st;
   json fields = body;
   // Chat's logprobs is a boolean, with top_logprobs beside it.
   fields.erase("logprobs");
   if (auto it = body.find("max_completion_tokens"); it != body.end() && !body.contains("max_tokens"))
     fields["max_tokens"] = *it;
   if (ServiceStatus st = parse_sampling(fields, out); !st.ok()) return st;
+  if (ServiceStatus st = parse_constraint_fields(body, tokenizer, out); !st.ok()) return st;
   CompletionCall& c = *out;
   if (auto lp = body.find("logprobs"); lp != body.end() && lp->is_boolean() && lp->get<bool>()) {
     int32_t top = 0;
@@ -228,7 +239,12 @@ ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
     c.request.sampling.top_logprobs = top;
   }
   std::string prompt;
-  json templ = {{"messages", body.contains("messages") ? body["messages"] : json()}, {"add_generation_prompt", true}};
+  bool gen = true;
+  if (auto g = body.find("add_generation_prompt"); g != body.end() && !g->is_null()) {
+    if (!g->is_boolean()) return invalid("add_generation_prompt: expected true or false");
+    gen = g->get<bool>();
+  }
+  json templ = {{"messages", body.contains("messages") ? body["messages"] : json()}, {"add_generation_prompt", gen}};
   if (body.contains("chat_template_kwargs")) templ["chat_template_kwargs"] = body["chat_template_kwargs"];
   if (ServiceStatus st = apply_template(templ, chat_template, &prompt); !st.ok()) return st;
   if (!utf8_is_valid(prompt)) return invalid("messages: not valid UTF-8");

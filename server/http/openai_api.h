@@ -21,6 +21,7 @@ struct CompletionCall {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
   int32_t logprobs = -1;       // completions' integer logprobs (0..5), -1 = none
+  std::string constraint_field;  // the field that gave request.sampling.constraint, for errors
 };
 
 // Parses a /v1/completions body; an error names OpenAI's field ("max_tokens: must be >= 1").

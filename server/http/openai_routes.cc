@@ -5,6 +5,7 @@
 #include "core/json_body.h"
 #include "core/request_ids.h"
 #include "core/request_input.h"
+#include "http/openai_fields.h"
 
 namespace kvserve {
 namespace {
@@ -103,7 +104,7 @@ RouteOutcome head_importance(const json& body, const RouteContext& ctx) {
   return out;
 }
 
-RouteOutcome completion(const json& body, const RouteContext& ctx, bool chat) {
+RouteOutcome completion(const json& body, std::string_view text, const RouteContext& ctx, bool chat) {
   RouteOutcome out;
   out.chat = chat;
   CompletionCall cc;
@@ -111,6 +112,7 @@ RouteOutcome completion(const json& body, const RouteContext& ctx, bool chat) {
       chat ? parse_chat_request(body, ctx.tokenizer, ctx.model_ids, ctx.chat_template, ctx.max_request_tokens, &cc)
            : parse_completion_request(body, ctx.tokenizer, ctx.model_ids, &cc);
   if (!st.ok()) return error_outcome(st);
+  keep_schema_order(text, cc.constraint_field, &cc.request.sampling.constraint);
   out.completion = std::move(cc);
   return out;
 }
@@ -150,8 +152,8 @@ RouteOutcome answer_post(std::string_view url, std::string_view text, const Rout
     if (url == "/apply-template") return templated(body, ctx);
     if (url == "/abort") return abort_request(body, ctx);
     if (url == "/v1/head_importance") return head_importance(body, ctx);
-    if (url == "/v1/completions") return completion(body, ctx, false);
-    if (url == "/v1/chat/completions") return completion(body, ctx, true);
+    if (url == "/v1/completions") return completion(body, text, ctx, false);
+    if (url == "/v1/chat/completions") return completion(body, text, ctx, true);
     return error_outcome({ServiceCode::kNotFound, "url: no such endpoint"});
   } catch (const std::bad_alloc&) {
     return error_outcome({ServiceCode::kResourceExhausted, "body: the server ran out of memory answering it"});

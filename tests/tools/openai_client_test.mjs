@@ -2,6 +2,8 @@
 // completions.create gives the same greedy text as kvserve-generate, streamed and not, with
 // correct usage; a chat completion, whole and streamed, agrees with itself. Usage: node openai_client_test.mjs BASE_URL MODEL EXPECTED_TEXT PROMPT_TOKENS MAX_TOKENS
 import OpenAI from "openai";
+import { zodResponseFormat } from "openai/helpers/zod";
+import { z } from "zod";
 import assert from "node:assert/strict";
 
 const [baseURL, model, expected, promptTokens, maxTokens] = process.argv.slice(2);
@@ -72,6 +74,34 @@ for (const t of withLp.choices[0].logprobs.content) {
 }
 assert.equal(withLp.choices[0].logprobs.content.map((t) => t.token).join(""), withLp.choices[0].message.content);
 
+// Structured outputs: the SDK's own zod helper and parse; every answer that ends with "stop" is
+// what zod accepts, and a streamed answer with the same seed is the same text.
+const Person = z.object({ name: z.string().max(12), age: z.number().int().min(0).max(130),
+                          pets: z.array(z.enum(["cat", "dog", "fish"])).max(3) });
+const parse = client.chat.completions.parse
+  ? (r) => client.chat.completions.parse(r) : (r) => client.beta.chat.completions.parse(r);
+let parsedCount = 0;
+for (const seed of [1, 2, 3, 4]) {
+  const r = await parse({ model, messages, max_tokens: 300, temperature: 1, seed,
+                          response_format: zodResponseFormat(Person, "person") });
+  if (r.choices[0].finish_reason !== "stop") continue;
+  assert.deepEqual(Person.parse(JSON.parse(r.choices[0].message.content)), r.choices[0].message.parsed);
+  ++parsedCount;
+}
+assert.ok(parsedCount >= 3, `only ${parsedCount} of 4 structured answers finished`);
+const schemaRequest = { model, messages, max_tokens: 300, temperature: 1, seed: 9,
+                        response_format: zodResponseFormat(Person, "person") };
+const wholeJson = await client.chat.completions.create(schemaRequest);
+let streamedJson = "";
+for await (const chunk of await client.chat.completions.create({ ...schemaRequest, stream: true }))
+  for (const choice of chunk.choices) streamedJson += choice.delta.content ?? "";
+assert.equal(streamedJson, wholeJson.choices[0].message.content);
+await assert.rejects(client.chat.completions.create({ ...chatRequest, response_format: { type: "bogus" } }),
+                     (e) => e.status === 400 && /response_format\.type/.test(e.message));
+await assert.rejects(client.chat.completions.create({ ...chatRequest, response_format: { type: "json_object" }, tools: [
+  { type: "function", function: { name: "f", parameters: { type: "object" } } }] }), (e) => e.status === 400 && /tools/.test(e.message));
+
 // A bad field: the SDK raises the 400 with the field named.
 await assert.rejects(client.completions.create({ ...request, top_p: 7 }), (e) => e.status === 400 && /top_p/.test(e.message));
-console.log(`openai: models, completions (whole and streamed, ${chunks} chunks) as kvserve-generate, chat whole and streamed`);
+console.log(`openai: models, completions (whole and streamed, ${chunks} chunks) as kvserve-generate, chat whole and streamed, ` +
+            `structured outputs (${parsedCount}/4 parsed by zod)`);

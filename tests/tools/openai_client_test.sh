@@ -11,9 +11,10 @@ src="$1" build="$2" models="$3" require="$4"
 skip() { echo "$1"; [ "$require" = 1 ] && exit 1; exit 77; }
 [ -f "$models/stories260K.gguf" ] || skip "test data $models/stories260K.gguf not found"
 npm_dir="$build/npm-openai"
-if [ ! -d "$npm_dir/node_modules/openai" ]; then
+if [ ! -d "$npm_dir/node_modules/openai" ] || [ ! -d "$npm_dir/node_modules/zod" ]; then
   mkdir -p "$npm_dir"
-  (cd "$npm_dir" && timeout 300 npm install --no-audit --no-fund --silent openai@5.12.0) || skip "npm could not install openai"
+  (cd "$npm_dir" && timeout 300 npm install --no-audit --no-fund --silent openai@5.12.0 zod@3.25.76) \
+    || skip "npm could not install openai and zod"
 fi
 out=$(mktemp -d)
 pids=()
@@ -39,6 +40,22 @@ code() { curl -s -o "$out/body" -w "%{http_code}" "$@"; }
 [ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"x","max_tokens":0}')" = 400 ] && grep -q '"param":"max_tokens"' "$out/body" \
   || { echo "max_tokens 0: $(cat "$out/body")"; exit 1; }
 [ "$(code "$http/v1/completions" -d '{"model":"gpt-4","prompt":"x"}')" = 404 ] || { cat "$out/body"; exit 1; }
+# Constraints refused with the field and the keyword named; unknown fields refused by name.
+[ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","patternProperties":{}}}}}')" = 400 ] \
+  && grep -q '"param":"response_format"' "$out/body" && grep -q "patternProperties" "$out/body" || { echo "schema keyword: $(cat "$out/body")"; exit 1; }
+[ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"x","structured_outputs":{"regex":"(a"}}')" = 400 ] \
+  && grep -q '"param":"structured_outputs"' "$out/body" || { echo "regex: $(cat "$out/body")"; exit 1; }
+[ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"x","grammar":"root ::= \"a\"","json_schema":{}}')" = 400 ] \
+  && grep -q "only one constraint" "$out/body" || { echo "two constraints: $(cat "$out/body")"; exit 1; }
+[ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"x","mirostat":2}')" = 400 ] \
+  && grep -q '"param":"mirostat"' "$out/body" || { echo "unknown field: $(cat "$out/body")"; exit 1; }
+[ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"x","logit_bias":{"999999":5}}')" = 400 ] \
+  && grep -q '"param":"logit_bias"' "$out/body" || { echo "logit_bias: $(cat "$out/body")"; exit 1; }
+# llama.cpp's grammar field and vLLM's choice, answered within them.
+[ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"Once","max_tokens":40,"grammar":"root ::= (\"yes\" | \"no\") \"!\""}')" = 200 ] \
+  && grep -qE '"text":"(yes|no)!"' "$out/body" || { echo "grammar: $(cat "$out/body")"; exit 1; }
+[ "$(code "$http/v1/completions" -d '{"model":"stories260K","prompt":"Once","max_tokens":40,"structured_outputs":{"choice":["up","down"]}}')" = 200 ] \
+  && grep -qE '"text":"(up|down)"' "$out/body" || { echo "choice: $(cat "$out/body")"; exit 1; }
 [ "$(code "$http/v1/completions" -d 'not json')" = 400 ] && grep -q "not valid JSON" "$out/body" || { cat "$out/body"; exit 1; }
 head -c 100000 /dev/zero | tr '\0' 'a' > "$out/big"
 [ "$(code "$http/v1/completions" --data-binary @"$out/big")" = 413 ] || { echo "oversize: $(cat "$out/body")"; exit 1; }

@@ -5,7 +5,7 @@
 namespace kvserve::grammar {
 
 CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenIndex> index)
-    : g_(std::move(g)), index_(std::move(index)), pool_(g_) {}
+    : g_(std::move(g)), index_(std::move(index)), pool_(g_, /*dense=*/true) {}
 
 const CompiledGrammar::TokenClasses& CompiledGrammar::classes(const Signature& sig) {
   if (auto it = cache_.find(sig); it != cache_.end()) return it->second;
@@ -16,7 +16,7 @@ const CompiledGrammar::TokenClasses& CompiledGrammar::classes(const Signature& s
   const std::vector<int32_t>& sorted = ix.sorted();
   level_.resize(ix.max_length() + 1);
   escaped_.assign(ix.max_length() + 1, 0);
-  level_[0] = {stack};
+  level_[0] = pool_.state_of({stack});
   std::vector<int32_t> accepted, uncertain;
   const auto& first = g_.byte_class(g_.at(sig[0]).value);
   for (int b = 0; b < 256; ++b) {
@@ -24,16 +24,16 @@ const CompiledGrammar::TokenClasses& CompiledGrammar::classes(const Signature& s
     const uint32_t end = ix.begin(b + 1);
     size_t depth_ok = 0;  // level_[0..depth_ok] hold the states of the previous token's prefix
     for (uint32_t i = ix.begin(b); i < end;) {
-      const std::string& s = ix.bytes(sorted[i]);
+      const std::string_view s = ix.sorted_bytes(i);
       size_t d = i == ix.begin(b) ? 0 : std::min<size_t>(ix.lcp(i), depth_ok);
-      while (d < s.size() && has_live(level_[d])) {
-        pool_.advance(level_[d], static_cast<uint8_t>(s[d]), level_[d + 1]);
-        escaped_[d + 1] = escaped_[d] || is_complete(level_[d]);
+      while (d < s.size() && pool_.live(level_[d])) {
+        level_[d + 1] = pool_.step(level_[d], static_cast<uint8_t>(s[d]));
+        escaped_[d + 1] = escaped_[d] || pool_.complete(level_[d]);
         ++d;
       }
       depth_ok = d;
       if (d == s.size()) {
-        if (!level_[d].empty()) {
+        if (level_[d] != StackPool::kDead) {
           accepted.push_back(sorted[i]);
         } else if (escaped_[d]) {
           uncertain.push_back(sorted[i]);
@@ -42,7 +42,7 @@ const CompiledGrammar::TokenClasses& CompiledGrammar::classes(const Signature& s
         continue;
       }
       // Nothing live after d bytes: so for every following token with the same d bytes.
-      const bool unsure = escaped_[d] || is_complete(level_[d]);
+      const bool unsure = escaped_[d] || pool_.complete(level_[d]);
       do {
         if (unsure) uncertain.push_back(sorted[i]);
         ++i;
@@ -67,12 +67,9 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<CompiledGrammar> grammar)
 }
 
 bool GrammarMatcher::allows(uint32_t stack, const std::string& bytes) {
-  a_.assign(1, stack);
-  for (char c : bytes) {
-    pool_.advance(a_, static_cast<uint8_t>(c), b_);
-    if (b_.empty()) return false;
-    a_.swap(b_);
-  }
+  uint32_t st = pool_.state_of({stack});
+  for (char c : bytes)
+    if ((st = pool_.step(st, static_cast<uint8_t>(c))) == StackPool::kDead) return false;
   return true;
 }
 
@@ -80,10 +77,10 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& mask) {
   const TokenIndex& ix = g_->index();
   mask.assign((static_cast<size_t>(ix.vocab_size()) + 63) / 64, 0);
   if (ended_) return;
-  const State st = history_.back();  // a copy: allows() may grow the pool, not the history
+  const State st = pool_.stacks(history_.back());  // a copy: allows() adds states to the pool
   auto set = [&](int32_t t) { mask[t >> 6] |= uint64_t{1} << (t & 63); };
   auto has = [&](int32_t t) { return (mask[t >> 6] >> (t & 63)) & 1; };
-  if (is_complete(st))
+  if (pool_.complete(history_.back()))
     for (int32_t t : ix.eog()) set(t);
   std::vector<CompiledGrammar::Signature> done;
   for (uint32_t id : st) {
@@ -109,7 +106,7 @@ bool GrammarMatcher::accept(int32_t token) {
   const TokenIndex& ix = g_->index();
   if (ended_ || token < 0 || token >= ix.vocab_size()) return false;
   if (ix.is_eog(token)) {
-    if (!is_complete(history_.back())) return false;
+    if (!pool_.complete(history_.back())) return false;
     history_.push_back(history_.back());
     ended_at_.push_back(1);
     ended_ = true;
@@ -117,13 +114,10 @@ bool GrammarMatcher::accept(int32_t token) {
   }
   const std::string& bytes = ix.bytes(token);
   if (bytes.empty()) return false;
-  a_ = history_.back();
-  for (char c : bytes) {
-    pool_.advance(a_, static_cast<uint8_t>(c), b_);
-    if (b_.empty()) return false;
-    a_.swap(b_);
-  }
-  history_.push_back(a_);
+  uint32_t st = history_.back();
+  for (char c : bytes)
+    if ((st = pool_.step(st, static_cast<uint8_t>(c))) == StackPool::kDead) return false;
+  history_.push_back(st);
   ended_at_.push_back(0);
   return true;
 }

@@ -47,7 +47,7 @@ class CompiledGrammar {
   std::shared_ptr<const TokenIndex> index_;
   StackPool pool_;  // the signatures' truncated stacks
   std::map<Signature, TokenClasses> cache_;
-  std::vector<State> level_;     // walk scratch: the state after d bytes
+  std::vector<uint32_t> level_;   // walk scratch: the state after d bytes
   std::vector<uint8_t> escaped_;  // walk scratch: a frame ended with bytes to come before depth d
 };
 
@@ -63,19 +63,18 @@ class GrammarMatcher {
   // Undoes the last n accepted tokens (n at most accepted()).
   void rollback(size_t n);
   size_t accepted() const { return history_.size() - 1; }
-  bool complete() const { return ended_ || is_complete(history_.back()); }  // may end here
+  bool complete() const { return ended_ || pool_.complete(history_.back()); }  // may end here
   bool ended() const { return ended_; }  // an end-of-generation token was accepted
-  bool can_continue() const { return !ended_ && has_live(history_.back()); }
+  bool can_continue() const { return !ended_ && pool_.live(history_.back()); }
 
  private:
   bool allows(uint32_t stack, const std::string& bytes);
 
   std::shared_ptr<CompiledGrammar> g_;
   StackPool pool_;
-  std::vector<State> history_;  // [0] the start; back() the current state
+  std::vector<uint32_t> history_;  // [0] the start; back() the current state (pool_'s ids)
   std::vector<uint8_t> ended_at_;  // [accepted] 1 where an end-of-generation token was accepted
   bool ended_ = false;
-  State a_, b_;  // scratch
 };
 
 }  // namespace kvserve::grammar

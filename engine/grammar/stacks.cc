@@ -4,6 +4,11 @@
 
 namespace kvserve::grammar {
 
+StackPool::StackPool(const Grammar& g, bool dense) : g_(g), dense_(dense) {
+  nodes_.push_back({0, 0});
+  state_of({});  // kDead
+}
+
 uint32_t StackPool::intern(uint32_t pos, uint32_t parent) {
   const uint64_t key = (uint64_t{pos} << 32) | parent;
   auto [it, fresh] = index_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));
@@ -11,12 +16,23 @@ uint32_t StackPool::intern(uint32_t pos, uint32_t parent) {
   return it->second;
 }
 
-State StackPool::start() {
+uint32_t StackPool::state_of(State s) {
+  auto it = state_index_.find(s);
+  if (it != state_index_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(states_.size());
+  flags_.push_back(static_cast<uint8_t>((!s.empty() && s[0] == 0 ? 1 : 0) | (!s.empty() && s.back() != 0 ? 2 : 0)));
+  state_index_.emplace(s, id);
+  states_.push_back(std::move(s));
+  if (dense_) rows_.resize(states_.size() * 256, ~0u);
+  return id;
+}
+
+uint32_t StackPool::start() {
   State s;
   for (uint32_t a : g_.alternatives(g_.root())) expand(a, 0, s);
   std::sort(s.begin(), s.end());
   s.erase(std::unique(s.begin(), s.end()), s.end());
-  return s;
+  return state_of(std::move(s));
 }
 
 void StackPool::expand(uint32_t pos, uint32_t parent, State& out) {
@@ -54,16 +70,30 @@ void StackPool::expand(uint32_t pos, uint32_t parent, State& out) {
   }
 }
 
-void StackPool::advance(const State& from, uint8_t byte, State& to) {
-  to.clear();
-  for (uint32_t id : from) {
+uint32_t StackPool::step(uint32_t sid, uint8_t byte) {
+  if (sid == kDead) return kDead;
+  const uint64_t key = (uint64_t{sid} << 8) | byte;
+  if (dense_) {
+    if (const uint32_t to = rows_[key]; to != ~0u) return to;
+  } else if (auto it = steps_.find(key); it != steps_.end()) {
+    return it->second;
+  }
+  next_.clear();
+  for (uint32_t id : states_[sid]) {
     if (id == 0) continue;
     const Node n = nodes_[id];
-    if (g_.class_has(g_.at(n.pos).value, byte)) expand(n.pos + 1, n.parent, to);
+    if (g_.class_has(g_.at(n.pos).value, byte)) expand(n.pos + 1, n.parent, next_);
   }
-  std::sort(to.begin(), to.end());
-  to.erase(std::unique(to.begin(), to.end()), to.end());
-  if (to.size() > kMaxStacks) throw GrammarError("the grammar is too ambiguous to match (too many parses at once)");
+  std::sort(next_.begin(), next_.end());
+  next_.erase(std::unique(next_.begin(), next_.end()), next_.end());
+  if (next_.size() > kMaxStacks) throw GrammarError("the grammar is too ambiguous to match (too many parses at once)");
+  const uint32_t to = state_of(next_);
+  if (dense_) {
+    rows_[key] = to;
+  } else {
+    steps_.emplace(key, to);
+  }
+  return to;
 }
 
 }  // namespace kvserve::grammar

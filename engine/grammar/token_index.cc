@@ -21,6 +21,11 @@ TokenIndex::TokenIndex(std::vector<std::string> bytes, std::vector<int32_t> eog)
     while (k < s.size() && k < p.size() && s[k] == p[k]) ++k;
     lcp_[i] = static_cast<uint32_t>(k);
   }
+  offset_.push_back(0);
+  for (int32_t t : sorted_) {
+    packed_ += bytes_[t];
+    offset_.push_back(static_cast<uint32_t>(packed_.size()));
+  }
   size_t i = 0;
   for (int b = 0; b <= 256; ++b) {
     while (i < sorted_.size() && static_cast<uint8_t>(bytes_[sorted_[i]][0]) < b) ++i;

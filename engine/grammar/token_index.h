@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kvserve::grammar {
@@ -22,6 +23,10 @@ class TokenIndex {
   // Text tokens in byte order, each one's common prefix length with the one before it, and
   // where each first byte's run begins (begin(b) .. begin(b + 1)).
   const std::vector<int32_t>& sorted() const { return sorted_; }
+  // The bytes of sorted()[i], from one buffer in sorted order (a walk reads it front to back).
+  std::string_view sorted_bytes(size_t i) const {
+    return std::string_view(packed_).substr(offset_[i], offset_[i + 1] - offset_[i]);
+  }
   uint32_t lcp(size_t i) const { return lcp_[i]; }
   uint32_t begin(int b) const { return bucket_[b]; }
   size_t max_length() const { return max_len_; }
@@ -32,6 +37,8 @@ class TokenIndex {
   std::vector<uint8_t> is_eog_;
   std::vector<int32_t> sorted_;
   std::vector<uint32_t> lcp_;
+  std::string packed_;
+  std::vector<uint32_t> offset_;  // [sorted + 1]
   uint32_t bucket_[257] = {};
   size_t max_len_ = 0;
 };

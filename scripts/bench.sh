@@ -6,6 +6,7 @@
 #   serving: kvserve-bench over gRPC against a fresh server on the ~110M shape, and over the
 #   HTTP API beside gRPC (scripts/bench-http.sh)
 #   moe: a Qwen3-30B-A3B-like mixture of experts scaled to this machine (Q4_K_M, 1.8 GB)
+#   grammar: scripts/bench-grammar.sh, constrained decoding's mask time and throughput
 # --quick skips the ~1B and MoE shapes (4 GB and 1.8 GB models) and shortens the serving runs.
 # KVSERVE_KV_DTYPE=f32|f16 (default f16, llama.cpp's default cache type, which its published
 # figures used) sets the KV cache element type of every run.
@@ -46,6 +47,9 @@ fi
 
 # Weight types: F32 against F16 and the quantized presets, on the same shapes.
 "$root/scripts/bench-weights.sh" $([ "$quick" = 1 ] && echo --quick)
+
+# Constrained decoding on a 152k-token vocabulary: mask time per token, throughput with a schema.
+"$root/scripts/bench-grammar.sh"
 
 # Serving: a fresh server per load, as llama-server was measured.
 serve_and_bench() {  # name, prefix caching (true/false), then kvserve-bench arguments

@@ -15,6 +15,9 @@ struct OutputConstraint {
   Kind kind = Kind::kNone;
   std::string text;                  // kJsonSchema: the schema as JSON text; kRegex; kGrammar: GBNF
   std::vector<std::string> choices;  // kChoice: the text is exactly one of these
+  // A reasoning model's <think> block comes first and is free: -1 none; 0 the answer may open
+  // one; 1 the prompt opened one. The constraint applies after </think>.
+  int32_t reasoning = -1;
   bool active() const { return kind != Kind::kNone; }
 };
 

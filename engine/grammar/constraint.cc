@@ -8,7 +8,53 @@
 
 namespace kvserve::grammar {
 
+namespace {
+
+// Byte strings that do not contain `s`: the states of its KMP automaton as rules, each able to
+// stop or to take a byte to the state that byte leads to (never the last).
+void add_not_containing(RuleSet& r, const std::string& name, const std::string& s) {
+  const size_t n = s.size();
+  std::vector<size_t> fail(n + 1, 0);
+  for (size_t i = 1, k = 0; i < n; ++i) {
+    while (k > 0 && s[i] != s[k]) k = fail[k];
+    if (s[i] == s[k]) ++k;
+    fail[i + 1] = k;
+  }
+  for (size_t st = 0; st < n; ++st) {
+    std::vector<std::vector<CharRange>> to(n + 1);  // bytes by the state they lead to
+    for (int b = 0; b < 256; ++b) {
+      size_t k = st;
+      while (k > 0 && static_cast<unsigned char>(s[k]) != b) k = fail[k];
+      if (static_cast<unsigned char>(s[k]) == b) ++k;
+      to[k].push_back({static_cast<uint32_t>(b), static_cast<uint32_t>(b)});
+    }
+    std::vector<Node> alts = {empty()};
+    for (size_t k = 0; k < n; ++k)
+      if (!to[k].empty()) alts.push_back(seq({bytes(to[k]), ref(name + "-" + std::to_string(k))}));
+    r.add(name + "-" + std::to_string(st), alt(std::move(alts)));
+  }
+}
+
+// The reasoning block before the answer: free text up to </think>, then the answer's grammar.
+void after_reasoning(RuleSet& r, bool inside) {
+  add_not_containing(r, "reasoning-text", "</think>");
+  Node ws = repeat(chars({{' ', ' '}, {'\n', '\n'}, {'\t', '\t'}, {'\r', '\r'}}), 0, 8);
+  Node block = seq({ref("reasoning-text-0"), lit("</think>"), ws});
+  if (!inside) block = opt(seq({repeat(chars({{' ', ' '}, {'\n', '\n'}}), 0, 4), lit("<think>"), std::move(block)}));
+  const std::string root = r.fresh("answer-after-reasoning");
+  r.add(root, seq({std::move(block), ref(r.root)}));
+  r.root = root;
+}
+
+}  // namespace
+
 RuleSet constraint_rules(const OutputConstraint& c) {
+  RuleSet r = kind_rules(c);
+  if (c.reasoning >= 0) after_reasoning(r, c.reasoning == 1);
+  return r;
+}
+
+RuleSet kind_rules(const OutputConstraint& c) {
   RuleSet r;
   switch (c.kind) {
     case OutputConstraint::Kind::kNone:
@@ -36,7 +82,7 @@ RuleSet constraint_rules(const OutputConstraint& c) {
 }
 
 std::shared_ptr<CompiledGrammar> GrammarCache::get(const OutputConstraint& c) {
-  std::string key = std::to_string(static_cast<int>(c.kind)) + ":" + c.text;
+  std::string key = std::to_string(static_cast<int>(c.kind)) + "," + std::to_string(c.reasoning) + ":" + c.text;
   for (const std::string& s : c.choices) key += "\x1f" + s;
   {
     std::lock_guard<std::mutex> lock(mu_);

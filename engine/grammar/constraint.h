@@ -12,8 +12,11 @@
 
 namespace kvserve::grammar {
 
-// The rules a constraint stands for; throws GrammarError naming what is wrong.
+// The rules a constraint stands for (after a reasoning block where c.reasoning says); throws
+// GrammarError naming what is wrong.
 RuleSet constraint_rules(const OutputConstraint& c);
+// The same without the reasoning block.
+RuleSet kind_rules(const OutputConstraint& c);
 
 class GrammarCache {
  public:

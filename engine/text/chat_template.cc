@@ -50,6 +50,7 @@ ChatTemplate::ChatTemplate(const GgufFile& file, const Tokenizer& tok, const std
     source = kChatMl;
     origin_ = "ChatML (default: the model file has none)";
   }
+  thinks_ = source.find("<think>") != std::string::npos;
   try {
     template_ = std::make_unique<jinja::Template>(source);
   } catch (const jinja::JinjaError& e) {

@@ -34,9 +34,13 @@ class ChatTemplate {
   const std::string& origin() const { return origin_; }
   // Why the model's own template cannot be rendered ("" when it can).
   const std::string& error() const { return error_; }
+  // Whether the template writes <think> reasoning blocks (Qwen3, QwQ, DeepSeek-R1 and V3.1):
+  // answers to it are split into reasoning and content (text/reasoning.h).
+  bool thinks() const { return thinks_; }
 
  private:
   std::string bos_, eos_, origin_, error_;
+  bool thinks_ = false;
   std::unique_ptr<jinja::Template> template_;
 };
 

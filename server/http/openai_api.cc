@@ -248,6 +248,8 @@ ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
   if (body.contains("chat_template_kwargs")) templ["chat_template_kwargs"] = body["chat_template_kwargs"];
   if (ServiceStatus st = apply_template(templ, chat_template, &prompt); !st.ok()) return st;
   if (!utf8_is_valid(prompt)) return invalid("messages: not valid UTF-8");
+  if (chat_template.thinks()) c.reasoning = prompt_opens_reasoning(prompt) ? 1 : 0;
+  if (c.request.sampling.constraint.active()) c.request.sampling.constraint.reasoning = c.reasoning;
   // The template writes the BOS text itself where the model wants one: not added again.
   c.request.prompt = tokenizer.encode(prompt, false, true);
   if (c.request.prompt.empty()) return invalid("messages: the rendered prompt is empty");
@@ -295,11 +297,14 @@ json openai_error(const ServiceStatus& s) {
 }
 
 CompletionWriter::CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer,
-                                   int32_t logprobs, bool chat)
+                                   int32_t logprobs, bool chat, int32_t reasoning)
     : id_(std::move(id)), model_(std::move(model)), created_(created), tokenizer_(tokenizer), logprobs_(logprobs),
-      chat_(chat) {}
+      chat_(chat), reasoning_(chat ? reasoning : -1) {
+  if (reasoning_ >= 0) split_.emplace(reasoning_ == 1);
+}
 
-json CompletionWriter::chunk(const std::string& text, const json& logprobs, const char* finish) const {
+json CompletionWriter::chunk(const std::string& text, const json& logprobs, const char* finish,
+                             const std::string& reasoning) const {
   const json reason = finish ? json(finish) : json(nullptr);
   if (!chat_)
     return {{"id", id_},
@@ -309,7 +314,8 @@ json CompletionWriter::chunk(const std::string& text, const json& logprobs, cons
             {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", reason}}})}};
   json delta = json::object();
   if (!role_sent_) delta["role"] = "assistant";
-  if (!text.empty() || !finish) delta["content"] = text;
+  if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+  if (!text.empty() || (!finish && reasoning.empty())) delta["content"] = text;
   return {{"id", id_},
           {"object", "chat.completion.chunk"},
           {"created", created_},
@@ -359,8 +365,20 @@ json CompletionWriter::logprobs_of(const Event& e) const {
 
 std::string CompletionWriter::stream_event(const Event& event, bool include_usage, const ServiceStatus& ended) {
   std::string out;
-  if (!event.text.empty() || !event.logprobs.empty() || (chat_ && !role_sent_)) {
-    out += "data: " + json_text(chunk(event.text, logprobs_of(event), nullptr)) + "\n\n";
+  ReasoningSplitter::Piece piece;
+  if (split_) {
+    piece = split_->push(event.text);
+    if (event.completion) {
+      ReasoningSplitter::Piece rest = split_->finish();
+      piece.reasoning += rest.reasoning;
+      piece.content += rest.content;
+    }
+  } else {
+    piece.content = event.text;
+  }
+  const bool news = !piece.content.empty() || !piece.reasoning.empty() || !event.logprobs.empty();
+  if (news || (chat_ && !role_sent_)) {
+    out += "data: " + json_text(chunk(piece.content, logprobs_of(event), nullptr, piece.reasoning)) + "\n\n";
     role_sent_ = true;
   }
   text_ += event.text;
@@ -397,12 +415,18 @@ void CompletionWriter::add(const Event& event) {
 json CompletionWriter::body() const {
   json b;
   if (chat_) {
+    json message = {{"role", "assistant"}, {"content", text_}};
+    if (reasoning_ >= 0) {
+      const ReasoningSplitter::Piece p = split_reasoning(text_, reasoning_ == 1);
+      message["content"] = p.content;
+      if (!p.reasoning.empty()) message["reasoning_content"] = p.reasoning;
+    }
     b = {{"id", id_},
          {"object", "chat.completion"},
          {"created", created_},
          {"model", model_},
          {"choices", json::array({{{"index", 0},
-                                   {"message", {{"role", "assistant"}, {"content", text_}}},
+                                   {"message", message},
                                    {"logprobs", all_logprobs_},
                                    {"finish_reason", openai_finish_reason(completion_.reason)}}})}};
   } else {

@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 
 #include "core/service_status.h"
 #include "common/request.h"
 #include "text/chat_template.h"
+#include "text/reasoning.h"
 #include "text/tokenizer.h"
 
 namespace kvserve {
@@ -22,6 +24,9 @@ struct CompletionCall {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
   int32_t logprobs = -1;       // completions' integer logprobs (0..5), -1 = none
   std::string constraint_field;  // the field that gave request.sampling.constraint, for errors
+  // Chat with a template that writes <think> blocks: -1 no; 0 the answer may open one; 1 the
+  // prompt opened one (the answer starts inside). Split into reasoning_content and content.
+  int32_t reasoning = -1;
 };
 
 // Parses a /v1/completions body; an error names OpenAI's field ("max_tokens: must be >= 1").
@@ -55,8 +60,9 @@ nlohmann::json openai_error(const ServiceStatus& s);
 class CompletionWriter {
  public:
   // chat: the chat completion shapes (chat.completion, deltas) instead of text completions'.
+  // reasoning: CompletionCall::reasoning (chat only).
   CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer, int32_t logprobs,
-                   bool chat = false);
+                   bool chat = false, int32_t reasoning = -1);
   // The SSE lines for one event when streaming ("data: {...}\n\n", possibly none), and the
   // final ones on its completion: the finish chunk, the usage chunk if asked and "data: [DONE]"
   // when `ended` is OK; an error object ({"error": ...}, which OpenAI's clients raise) and
@@ -67,7 +73,8 @@ class CompletionWriter {
   nlohmann::json body() const;
 
  private:
-  nlohmann::json chunk(const std::string& text, const nlohmann::json& logprobs, const char* finish) const;
+  nlohmann::json chunk(const std::string& text, const nlohmann::json& logprobs, const char* finish,
+                       const std::string& reasoning = {}) const;
   nlohmann::json usage() const;
   nlohmann::json logprobs_of(const Event& event) const;
 
@@ -76,6 +83,8 @@ class CompletionWriter {
   const Tokenizer& tokenizer_;
   int32_t logprobs_;
   bool chat_;
+  int32_t reasoning_;
+  std::optional<ReasoningSplitter> split_;  // streaming's splitter, with reasoning
   bool role_sent_ = false;
   std::string text_;
   nlohmann::json all_logprobs_ = nullptr;

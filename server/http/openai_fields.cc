@@ -1,5 +1,7 @@
 #include "http/openai_fields.h"
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "core/json_body.h"
@@ -255,6 +257,12 @@ ServiceStatus check_fields(const json& body, bool chat) {
       if (k == "parallel_tool_calls" && v.is_boolean()) continue;
       return invalid(k + ": tool calls are not supported yet");
     }
+    // A name that is no plain identifier is quoted after "body", so that the message still
+    // starts with the field it is about.
+    const bool plain = !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    });
+    if (!plain) return invalid("body: the field " + json_brief(json(k)) + " is not supported by this server");
     return invalid(k + ": not supported by this server");
   }
   if (auto b = body.find("best_of"); b != body.end() && !b->is_null() && *b != 1)

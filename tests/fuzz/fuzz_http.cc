@@ -84,7 +84,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // "Generate" the prompt back, with byte tokens among every token's alternatives.
   const kvserve::CompletionCall& cc = *out.completion;
   for (bool stream : {false, true}) {
-    kvserve::CompletionWriter writer("cmpl-x", "m", 0, *s.tok, cc.logprobs < 0 ? 5 : cc.logprobs, out.chat);
+    // Chat answers also go through the reasoning splitter (as with a thinking template).
+    const int32_t reasoning = out.chat ? static_cast<int32_t>(cc.request.prompt.size() % 3) - 1 : -1;
+    kvserve::CompletionWriter writer("cmpl-x", "m", 0, *s.tok, cc.logprobs < 0 ? 5 : cc.logprobs, out.chat, reasoning);
     std::string sent;
     const size_t n = std::min<size_t>(cc.request.prompt.size(), 64);
     for (size_t i = 0; i <= n; ++i) {

@@ -1,0 +1,74 @@
+// The chat answer's JSON as OpenAI's clients read it, with a thinking template: the reasoning in
+// message.reasoning_content and delta.reasoning_content, the rest in content, whole and streamed
+// alike, for every <think> case of llama.cpp's expected parses (tool-call-parses.json).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf.h"
+#include "http/openai_api.h"
+#include "test_support.h"
+
+namespace kvserve {
+namespace {
+
+std::string trimmed(std::string s) {
+  const auto sp = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  while (!s.empty() && sp(s.back())) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && sp(s[i])) ++i;
+  return s.substr(i);
+}
+
+TEST(OpenAIReasoning, MessageAndDeltasCarryReasoningContent) {
+  const std::string cases = std::string(KVSERVE_SHARED_DIR) + "/chat-templates/tool-call-parses.json";
+  KVSERVE_REQUIRE_SHARED_FILE(cases);
+  KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model("stories260K.gguf"));
+  GgufFile file(testing::shared_model("stories260K.gguf"));
+  Tokenizer tok(file);
+  const nlohmann::json all = nlohmann::json::parse(testing::read_text(cases));
+  int checked = 0;
+  for (const char* group : {"think-qwq", "think-hermes", "deepseek-r1", "qwen3.5"}) {
+    for (const nlohmann::json& c : all["groups"][group]["cases"]) {
+      if (!c["expect"]["tool_calls"].empty()) continue;
+      const std::string output = c["output"];
+      bool inside = c["params"].value("thinking_forced_open", false);
+      if (c["generation_prompt"].is_string()) inside = prompt_opens_reasoning(c["generation_prompt"].get<std::string>());
+      CompletionWriter whole("chatcmpl-x", "m", 0, tok, -1, true, inside ? 1 : 0);
+      CompletionWriter streamed("chatcmpl-x", "m", 0, tok, -1, true, inside ? 1 : 0);
+      std::string sse;
+      for (size_t i = 0; i < output.size(); i += 3) {
+        Event e;
+        e.text = output.substr(i, 3);
+        whole.add(e);
+        sse += streamed.stream_event(e, false);
+      }
+      Event last;
+      last.completion = Completion{};
+      last.completion->reason = FinishReason::kStop;
+      whole.add(last);
+      sse += streamed.stream_event(last, false);
+      const nlohmann::json body = whole.body();
+      const nlohmann::json& msg = body["choices"][0]["message"];
+      EXPECT_EQ(msg["content"], trimmed(c["expect"]["content"])) << c["id"];
+      EXPECT_EQ(msg.value("reasoning_content", ""), trimmed(c["expect"].value("reasoning_content", ""))) << c["id"];
+      std::string content, reasoning;
+      for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+        const size_t end = sse.find("\n\n", at);
+        const std::string line = sse.substr(at + 6, end - at - 6);
+        at = end;
+        if (line == "[DONE]") break;
+        const nlohmann::json delta = nlohmann::json::parse(line)["choices"][0]["delta"];
+        content += delta.value("content", "");
+        reasoning += delta.value("reasoning_content", "");
+      }
+      EXPECT_EQ(trimmed(content), msg["content"]) << c["id"];
+      EXPECT_EQ(trimmed(reasoning), msg.value("reasoning_content", "")) << c["id"];
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 5);
+}
+
+}  // namespace
+}  // namespace kvserve

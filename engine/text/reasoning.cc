@@ -14,6 +14,14 @@ size_t partial_marker(std::string_view s, std::string_view marker) {
   return 0;
 }
 
+// Drops s's leading whitespace; whether anything is left.
+bool drop_leading_space(std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && is_space(s[i])) ++i;
+  s.erase(0, i);
+  return !s.empty();
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
@@ -60,10 +68,7 @@ void ReasoningSplitter::run(Piece& out, bool final) {
     }
     if (state_ == State::kInside) {
       if (!reasoning_started_) {
-        size_t i = 0;
-        while (i < held_.size() && is_space(held_[i])) ++i;
-        held_.erase(0, i);
-        if (held_.empty()) return;
+        if (!drop_leading_space(held_)) return;
         reasoning_started_ = true;
       }
       const size_t close = held_.find(kThinkClose);
@@ -80,10 +85,7 @@ void ReasoningSplitter::run(Piece& out, bool final) {
     }
     // Content: its leading whitespace (the newlines after the block) dropped.
     if (!content_started_) {
-      size_t i = 0;
-      while (i < held_.size() && is_space(held_[i])) ++i;
-      held_.erase(0, i);
-      if (held_.empty()) return;
+      if (!drop_leading_space(held_)) return;
       content_started_ = true;
     }
     out.content += held_;

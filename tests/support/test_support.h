@@ -21,6 +21,15 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// s without leading and trailing whitespace (how llama.cpp's tests compare parsed texts).
+inline std::string trimmed(std::string s) {
+  const auto sp = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  while (!s.empty() && sp(s.back())) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && sp(s[i])) ++i;
+  return s.substr(i);
+}
+
 }  // namespace kvserve::testing
 
 // Skips the test with a visible message when a ../shared file is absent; fails under CI=true.

@@ -14,13 +14,7 @@
 namespace kvserve {
 namespace {
 
-std::string trimmed(std::string s) {
-  const auto sp = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
-  while (!s.empty() && sp(s.back())) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && sp(s[i])) ++i;
-  return s.substr(i);
-}
+using testing::trimmed;
 
 TEST(Reasoning, SplitsAsLlamaCppParsesWholeAndStreamed) {
   const std::string path = std::string(KVSERVE_SHARED_DIR) + "/chat-templates/tool-call-parses.json";

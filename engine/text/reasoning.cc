@@ -30,10 +30,10 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-bool prompt_opens_reasoning(std::string_view prompt) {
-  const size_t open = prompt.rfind(kThinkOpen);
+bool prompt_opens_reasoning(std::string_view prompt, std::string_view open_marker, std::string_view close_marker) {
+  const size_t open = prompt.rfind(open_marker);
   if (open == std::string_view::npos) return false;
-  const size_t close = prompt.rfind(kThinkClose);
+  const size_t close = prompt.rfind(close_marker);
   return close == std::string_view::npos || close < open;
 }
 
@@ -57,12 +57,12 @@ void ReasoningSplitter::run(Piece& out, bool final) {
       size_t i = 0;
       while (i < held_.size() && is_space(held_[i])) ++i;
       const std::string_view rest = std::string_view(held_).substr(i);
-      if (rest.substr(0, kThinkOpen.size()) == kThinkOpen) {
-        held_.erase(0, i + kThinkOpen.size());
+      if (rest.substr(0, open_.size()) == open_) {
+        held_.erase(0, i + open_.size());
         state_ = State::kInside;
         continue;
       }
-      if (!final && kThinkOpen.substr(0, rest.size()) == rest) return;  // may still open
+      if (!final && open_.substr(0, rest.size()) == rest) return;  // may still open
       state_ = State::kContent;
       continue;
     }
@@ -71,14 +71,14 @@ void ReasoningSplitter::run(Piece& out, bool final) {
         if (!drop_leading_space(held_)) return;
         reasoning_started_ = true;
       }
-      const size_t close = held_.find(kThinkClose);
+      const size_t close = held_.find(close_);
       if (close != std::string::npos) {
         out.reasoning += held_.substr(0, close);
-        held_.erase(0, close + kThinkClose.size());
+        held_.erase(0, close + close_.size());
         state_ = State::kContent;
         continue;
       }
-      const size_t keep = final ? 0 : partial_marker(held_, kThinkClose);
+      const size_t keep = final ? 0 : partial_marker(held_, close_);
       out.reasoning += held_.substr(0, held_.size() - keep);
       held_.erase(0, held_.size() - keep);
       return;
@@ -94,8 +94,9 @@ void ReasoningSplitter::run(Piece& out, bool final) {
   }
 }
 
-ReasoningSplitter::Piece split_reasoning(std::string_view answer, bool inside) {
-  ReasoningSplitter s(inside);
+ReasoningSplitter::Piece split_reasoning(std::string_view answer, bool inside, std::string_view open,
+                                         std::string_view close) {
+  ReasoningSplitter s(inside, open, close);
   ReasoningSplitter::Piece p = s.push(answer), q = s.finish();
   p.reasoning += q.reasoning;
   p.content += q.content;

@@ -13,12 +13,15 @@ inline constexpr std::string_view kThinkOpen = "<think>";
 inline constexpr std::string_view kThinkClose = "</think>";
 
 // Whether the prompt leaves a reasoning block open: its last <think> after its last </think>.
-bool prompt_opens_reasoning(std::string_view prompt);
+bool prompt_opens_reasoning(std::string_view prompt, std::string_view open = kThinkOpen,
+                            std::string_view close = kThinkClose);
 
 class ReasoningSplitter {
  public:
   // inside: the prompt opened the block, so the answer starts in it.
-  explicit ReasoningSplitter(bool inside) : state_(inside ? State::kInside : State::kStart) {}
+  // open/close: the block's markers (Mistral's are [THINK] and [/THINK]).
+  explicit ReasoningSplitter(bool inside, std::string_view open = kThinkOpen, std::string_view close = kThinkClose)
+      : state_(inside ? State::kInside : State::kStart), open_(open), close_(close) {}
 
   struct Piece {
     std::string reasoning, content;
@@ -33,12 +36,14 @@ class ReasoningSplitter {
   void run(Piece& out, bool final);
 
   State state_;
+  std::string open_, close_;
   bool reasoning_started_ = false;  // leading whitespace of the reasoning is dropped
   bool content_started_ = false;    // and of the content after the block
   std::string held_;
 };
 
 // The whole answer split at once; both parts without surrounding whitespace.
-ReasoningSplitter::Piece split_reasoning(std::string_view answer, bool inside);
+ReasoningSplitter::Piece split_reasoning(std::string_view answer, bool inside, std::string_view open = kThinkOpen,
+                                         std::string_view close = kThinkClose);
 
 }  // namespace kvserve

@@ -6,9 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <sstream>
 
 #include "test_support.h"
 #include "gguf/gguf.h"
+#include "text/answer_parser.h"
 #include "text/chat_template.h"
 #include "text/jinja/jinja.h"
 #include "text/tokenizer.h"
@@ -148,6 +150,104 @@ TEST(ChatTemplate, ToolAndReasoningConversationsRenderAsJinja2Does) {
     }
   }
   EXPECT_EQ(checked, 4 * static_cast<int>(expected.size()));
+}
+
+// The server's own path: every conversation a-g exactly as conversations.json holds it (as an
+// OpenAI client sends it: content null, arguments strings), through ChatTemplate, which probed
+// each template at load for the tool-call turn it wants; the render equals Jinja2's, or the
+// template refuses where Jinja2's did.
+TEST(ChatTemplate, ConversationsAsSentRenderAsJinja2DoesThroughTheProbedForm) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_template("conversations.json"));
+  const json expected = load_json(shared_template("expected.json"));
+  const json sources = load_json(shared_template("sources.json"));
+  const ordered convs = load_ordered(shared_template("conversations.json"));
+  int checked = 0;
+  for (auto it = expected.begin(); it != expected.end(); ++it) {
+    const std::string name = it.key();
+    const json& src = sources[name];
+    const ChatTemplate t(testing::read_text(shared_template(name)),
+                         src.contains("bos_token") && src["bos_token"].is_string() ? src["bos_token"].get<std::string>() : "",
+                         src.contains("eos_token") && src["eos_token"].is_string() ? src["eos_token"].get<std::string>() : "",
+                         name);
+    for (auto c = convs["conversations"].begin(); c != convs["conversations"].end(); ++c) {
+      const json& want = it.value()[c.key()];
+      SCOPED_TRACE(name + " conversation " + c.key());
+      ChatTurns turns;
+      turns.messages = c.value()["messages"];
+      turns.tools = c.value().contains("tools") ? c.value()["tools"] : ordered();
+      turns.add_generation_prompt = c.value().value("add_generation_prompt", true);
+      turns.now = kFixedNow;
+      if (want.is_object() && want.contains("error")) {
+        EXPECT_THROW(t.render(turns), JinjaError);
+      } else {
+        try {
+          EXPECT_EQ(t.render(turns), want.get<std::string>());
+        } catch (const JinjaError& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 7 * static_cast<int>(expected.size()));
+}
+
+// The probe finds the form conversations.json records where only one form works.
+TEST(ChatTemplate, ProbeFindsTheToolCallTurnForm) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_template("conversations.json"));
+  const ordered convs = load_ordered(shared_template("conversations.json"));
+  int checked = 0;
+  for (auto it = convs["variants"].begin(); it != convs["variants"].end(); ++it) {
+    const ChatTemplate t(testing::read_text(shared_template(it.key())), "<s>", "</s>", it.key());
+    const ordered& v = it.value()["e"];
+    const std::string content = v.value("content", "either"), arguments = v.value("arguments", "either");
+    if (content != "either") {
+      EXPECT_EQ(t.tool_call_turn_form().content_empty, content == "empty") << it.key();
+    }
+    if (arguments != "either") {
+      EXPECT_EQ(t.tool_call_turn_form().arguments_object, arguments == "object") << it.key();
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+// The default ChatML: the same text as before for conversations without tools; with tools,
+// their schemas in the system turn, the calls of an assistant turn (content null) in
+// <tool_call> tags that the Hermes parser reads back as the same calls, and results in
+// <tool_response> tags.
+TEST(ChatTemplate, DefaultChatMlRendersToolsCallsAndResults) {
+  const ChatTemplate t("", "", "", "ChatML");
+  EXPECT_EQ(t.tool_format(), ToolFormat::kHermes);
+  EXPECT_EQ(t.render(conversation("a"), true),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  KVSERVE_REQUIRE_SHARED_FILE(shared_template("conversations.json"));
+  const ordered convs = load_ordered(shared_template("conversations.json"));
+  const ordered& g = convs["conversations"]["g"];
+  ChatTurns turns;
+  turns.messages = g["messages"];
+  turns.tools = g["tools"];
+  const std::string out = t.render(turns);
+  EXPECT_EQ(out.rfind("<|im_start|>system\nYou are a helpful assistant.\n\n", 0), 0u) << out;
+  const size_t tools = out.find("<tools>\n"), tools_end = out.find("\n</tools>");
+  ASSERT_NE(tools_end, std::string::npos) << out;
+  std::stringstream schemas(out.substr(tools + 8, tools_end - tools - 8));
+  std::string line;
+  for (size_t i = 0; std::getline(schemas, line); ++i) EXPECT_EQ(ordered::parse(line), g["tools"][i]["function"]);
+  EXPECT_NE(out.find("<tool_response>\n{\"time\": \"14:05\"}\n</tool_response>"), std::string::npos) << out;
+  const size_t a = out.find("<|im_start|>assistant\n"), e = out.find("<|im_end|>", a);
+  AnswerFormat f;
+  f.tools = ToolFormat::kHermes;
+  f.parse_tools = true;
+  const ParsedAnswer p = parse_answer(out.substr(a + 22, e - a - 22), f);
+  ASSERT_EQ(p.calls.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const ordered& call = g["messages"][2]["tool_calls"][i]["function"];
+    EXPECT_EQ(p.calls[i].name, call["name"].get<std::string>());
+    EXPECT_EQ(ordered::parse(p.calls[i].arguments), ordered::parse(call["arguments"].get<std::string>()));
+  }
+  EXPECT_EQ(p.content, "");
 }
 
 // Template kwargs (the chat API's chat_template_kwargs) reach the template: Qwen3's

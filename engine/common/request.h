@@ -11,9 +11,13 @@ namespace kvserve {
 
 // What the generated text must be, enforced token by token (grammar/constraint.h).
 struct OutputConstraint {
-  enum class Kind { kNone, kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
+  enum class Kind { kNone, kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar, kToolCalls };
   Kind kind = Kind::kNone;
-  std::string text;                  // kJsonSchema: the schema as JSON text; kRegex; kGrammar: GBNF
+  // kJsonSchema: the schema as JSON text; kRegex; kGrammar: GBNF; kToolCalls: the calls a chat
+  // format allows, as JSON: {"calls": [{"open", "schema"?, "close"}], "max", "separator"}, each
+  // call its open text, arguments valid for the schema (free text up to close without one),
+  // and its close text; 1 to max calls (-1: any number) between separators.
+  std::string text;
   std::vector<std::string> choices;  // kChoice: the text is exactly one of these
   // A reasoning model's <think> block comes first and is free: -1 none; 0 the answer may open
   // one; 1 the prompt opened one. The constraint applies after </think>.
@@ -40,6 +44,10 @@ struct SamplingParams {
   // before it, with this many alternatives (Completion::prompt_logprobs).
   int32_t prompt_logprobs = -1;
   OutputConstraint constraint;      // none by default
+  // Control tokens (other than those ending generation) written into the text as their
+  // spelling: for a chat format that marks calls or channels with them (gpt-oss, Mistral,
+  // DeepSeek, Llama 3's <|python_tag|>), whose parser reads the markers.
+  bool special_text = false;
   // Added to a token's logit before anything else (OpenAI's logit_bias; -100 bans, 100 forces).
   std::vector<std::pair<int32_t, float>> logit_bias;
 };

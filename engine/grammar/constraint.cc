@@ -46,6 +46,53 @@ void after_reasoning(RuleSet& r, bool inside) {
   r.root = root;
 }
 
+Node renamed(Node n, const std::string& prefix) {
+  if (n.kind == Node::Kind::kRef) n.text = prefix + n.text;
+  for (Node& k : n.kids) k = renamed(std::move(k), prefix);
+  return n;
+}
+
+// from's rules added to `to` under names with `prefix`; the name of from's root.
+std::string merge_rules(RuleSet& to, const RuleSet& from, const std::string& prefix) {
+  for (const auto& [name, body] : from.rules) to.add(prefix + name, renamed(body, prefix));
+  return prefix + from.root;
+}
+
+RuleSet tool_call_rules(const std::string& text) {
+  using ordered = nlohmann::ordered_json;
+  const ordered spec = ordered::parse(text, nullptr, false);
+  if (spec.is_discarded() || !spec.is_object() || !spec.contains("calls") || !spec["calls"].is_array() ||
+      spec["calls"].empty())
+    throw GrammarError("tool calls: a spec with calls");
+  RuleSet r;
+  std::vector<Node> calls;
+  for (size_t i = 0; i < spec["calls"].size(); ++i) {
+    const ordered& c = spec["calls"][i];
+    const std::string prefix = "tool" + std::to_string(i) + "-";
+    const std::string close = c.value("close", "");
+    Node body;
+    if (c.contains("schema")) {
+      try {
+        body = ref(merge_rules(r, json_schema_rules(c["schema"]), prefix));
+      } catch (const GrammarError& e) {
+        throw GrammarError("tool " + c.value("name", std::to_string(i)) + ": " + e.what());
+      }
+    } else {
+      if (close.empty()) throw GrammarError("tool calls: free arguments need a close text");
+      add_not_containing(r, prefix + "free", close);
+      body = ref(prefix + "free-0");
+    }
+    calls.push_back(seq({lit(c.value("open", "")), std::move(body), lit(close)}));
+  }
+  r.add("tool-call", alt(std::move(calls)));
+  const int32_t max = spec.value("max", 1);
+  Node root = ref("tool-call");
+  if (max != 1)
+    root = seq({std::move(root), repeat(seq({lit(spec.value("separator", "")), ref("tool-call")}), 0, max < 0 ? -1 : max - 1)});
+  r.add("root", std::move(root));
+  return r;
+}
+
 }  // namespace
 
 RuleSet constraint_rules(const OutputConstraint& c) {
@@ -77,6 +124,8 @@ RuleSet kind_rules(const OutputConstraint& c) {
       return r;
     case OutputConstraint::Kind::kGrammar:
       return parse_gbnf(c.text);
+    case OutputConstraint::Kind::kToolCalls:
+      return tool_call_rules(c.text);
   }
   throw GrammarError("unknown constraint kind");
 }

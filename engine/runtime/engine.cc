@@ -274,7 +274,8 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
   seq->max_tokens = static_cast<int32_t>(max_total);
   seq->prefix_root = salt_root(seq->request.cache_salt);
   seq->sink = std::move(sink);
-  seq->text = std::make_unique<OutputText>(*tokenizer_, seq->request.prompt, seq->request.sampling.stop);
+  seq->text = std::make_unique<OutputText>(*tokenizer_, seq->request.prompt, seq->request.sampling.stop,
+                                           seq->request.sampling.special_text);
   if (seq->request.sampling.constraint.active()) {
     try {
       seq->matcher = std::make_unique<grammar::GrammarMatcher>(grammars_->get(seq->request.sampling.constraint));

@@ -5,8 +5,8 @@
 namespace kvserve {
 
 OutputText::OutputText(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
-                       std::vector<std::string> stops)
-    : decoder_(tokenizer, prompt), stops_(std::move(stops)) {
+                       std::vector<std::string> stops, bool special)
+    : decoder_(tokenizer, prompt, special), stops_(std::move(stops)) {
   stops_.erase(std::remove(stops_.begin(), stops_.end(), std::string()), stops_.end());
 }
 

@@ -12,7 +12,9 @@ namespace kvserve {
 
 class OutputText {
  public:
-  OutputText(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt, std::vector<std::string> stops);
+  // special: control tokens written as their text (IncrementalDecoder).
+  OutputText(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt, std::vector<std::string> stops,
+             bool special = false);
 
   // Adds one generated token; returns the text that is now safe to send.
   std::string push(int32_t token);

@@ -206,8 +206,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
-IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, const std::vector<int32_t>& context)
-    : tokenizer_(tokenizer), at_start_(true) {
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, const std::vector<int32_t>& context, bool special)
+    : tokenizer_(tokenizer), at_start_(true), special_(special) {
   for (int32_t id : context) {
     if (!tokenizer_.token_bytes(id).empty()) {
       at_start_ = false;
@@ -218,6 +218,10 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, const std::ve
 
 std::string IncrementalDecoder::push(int32_t id) {
   std::string bytes = tokenizer_.token_bytes(id);
+  if (bytes.empty() && special_ && tokenizer_.token_kind(id) == TokenKind::kControl) {
+    const std::vector<int32_t>& eog = tokenizer_.end_of_generation_ids();
+    if (std::find(eog.begin(), eog.end(), id) == eog.end()) bytes = tokenizer_.token_text(id);
+  }
   if (bytes.empty()) return {};
   if (at_start_ && tokenizer_.strips_first_space() && bytes[0] == ' ') bytes.erase(0, 1);
   at_start_ = false;

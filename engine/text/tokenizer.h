@@ -93,13 +93,16 @@ class IncrementalDecoder {
  public:
   // `context` is what precedes the generated tokens (the prompt); it decides whether the first
   // generated piece is at the very start of the text (where SentencePiece drops its space).
-  IncrementalDecoder(const Tokenizer& tokenizer, const std::vector<int32_t>& context);
+  // special: control tokens that do not end generation are written as their text (a chat format
+  // that marks tool calls or channels with them, such as gpt-oss's <|channel|>).
+  IncrementalDecoder(const Tokenizer& tokenizer, const std::vector<int32_t>& context, bool special = false);
   std::string push(int32_t id);  // newly completed text (may be empty)
   std::string flush();           // what remains at the end, broken bytes as U+FFFD
 
  private:
   const Tokenizer& tokenizer_;
   bool at_start_;
+  bool special_;
   std::string pending_;
 };
 

@@ -503,7 +503,7 @@ bool HttpServer::start_completion(MHD_Connection* c, Call& call, CompletionCall 
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto stream = std::make_shared<CompletionStream>(
       CompletionWriter((chat ? "chatcmpl-" : "cmpl-") + (given ? id : id.substr(4)), options_.model_ids.front(),
-                       created, state_.engine().tokenizer(), cc.logprobs, chat, cc.reasoning),
+                       created, state_.engine().tokenizer(), cc.logprobs, chat, cc.answer, cc.parallel_tool_calls),
       cc.stream, cc.include_usage, state_);
   stream->attach(c);
   const SubmitResult r = state_.engine().submit(std::move(cc.request), stream);

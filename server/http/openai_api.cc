@@ -8,6 +8,7 @@
 #include "core/log_text.h"
 #include "core/request_input.h"
 #include "http/openai_fields.h"
+#include "http/openai_tools.h"
 #include "text/utf8.h"
 
 namespace kvserve {
@@ -191,35 +192,52 @@ ServiceStatus parse_completion_request(const json& body, const Tokenizer& tokeni
   return st;
 }
 
-ServiceStatus apply_template(const json& body, const ChatTemplate& chat_template, std::string* prompt) {
+namespace {
+
+// The conversation (and tools) rendered by the template; *tools gets the tool fields.
+ServiceStatus render_chat(const nlohmann::ordered_json& body, const ChatTemplate& chat_template, std::string* prompt,
+                          ToolRequest* tools) {
   if (!body.is_object()) return invalid("body: expected a JSON object");
   auto m = body.find("messages");
   if (m == body.end() || !m->is_array() || m->empty()) return invalid("messages: required, a non-empty array");
   for (size_t i = 0; i < m->size(); ++i)
     if (ServiceStatus st = check_message((*m)[i], "messages[" + std::to_string(i) + "]"); !st.ok()) return st;
-  bool gen = true;
-  if (auto g = body.find("add_generation_prompt"); g != body.end() && g->is_boolean()) gen = g->get<bool>();
+  if (ServiceStatus st = parse_tool_fields(body, tools); !st.ok()) return st;
+  ChatTurns turns;
+  turns.messages = *m;
+  // tool_choice none: the model is not told of tools it may not call.
+  if (tools->calls_possible()) turns.tools = tools->tools;
+  if (auto g = body.find("add_generation_prompt"); g != body.end() && !g->is_null()) {
+    if (!g->is_boolean()) return invalid("add_generation_prompt: expected true or false");
+    turns.add_generation_prompt = g->get<bool>();
+  }
   // vLLM's chat_template_kwargs: names the template reads besides the conversation
   // ({"enable_thinking": false} turns Qwen3's reasoning off).
-  json kwargs;
   if (auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
     if (!k->is_object()) return invalid("chat_template_kwargs: expected an object");
-    for (const char* reserved : {"messages", "add_generation_prompt"})
+    for (const char* reserved : {"messages", "add_generation_prompt", "tools"})
       if (k->contains(reserved))
         return invalid(std::string("chat_template_kwargs.") + reserved + ": set by the request itself, not here");
-    kwargs = *k;
+    turns.kwargs = *k;
   }
   try {
-    *prompt = chat_template.render(*m, gen, kwargs);
+    *prompt = chat_template.render(turns);
   } catch (const jinja::JinjaError& e) {
     return invalid(std::string("messages: the chat template refuses them: ") + e.what());
   }
   return {};
 }
 
+}  // namespace
+
+ServiceStatus apply_template(const nlohmann::ordered_json& body, const ChatTemplate& chat_template, std::string* prompt) {
+  ToolRequest tools;
+  return render_chat(body, chat_template, prompt, &tools);
+}
+
 ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
                                  const std::vector<std::string>& model_ids, const ChatTemplate& chat_template,
-                                 int32_t max_request_tokens, CompletionCall* out) {
+                                 int32_t max_request_tokens, CompletionCall* out, std::string_view raw_body) {
   if (ServiceStatus st = check_model(body, model_ids); !st.ok()) return st;
   if (ServiceStatus st = check_fields(body, true); !st.ok()) return st;
   json fields = body;
@@ -238,18 +256,40 @@ ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
     c.request.sampling.logprobs = true;
     c.request.sampling.top_logprobs = top;
   }
+  nlohmann::ordered_json ordered_body;
+  if (!raw_body.empty()) ordered_body = nlohmann::ordered_json::parse(raw_body, nullptr, false);
+  if (raw_body.empty() || ordered_body.is_discarded()) ordered_body = body;
   std::string prompt;
-  bool gen = true;
-  if (auto g = body.find("add_generation_prompt"); g != body.end() && !g->is_null()) {
-    if (!g->is_boolean()) return invalid("add_generation_prompt: expected true or false");
-    gen = g->get<bool>();
-  }
-  json templ = {{"messages", body.contains("messages") ? body["messages"] : json()}, {"add_generation_prompt", gen}};
-  if (body.contains("chat_template_kwargs")) templ["chat_template_kwargs"] = body["chat_template_kwargs"];
-  if (ServiceStatus st = apply_template(templ, chat_template, &prompt); !st.ok()) return st;
+  ToolRequest tools;
+  if (ServiceStatus st = render_chat(ordered_body, chat_template, &prompt, &tools); !st.ok()) return st;
   if (!utf8_is_valid(prompt)) return invalid("messages: not valid UTF-8");
-  if (chat_template.thinks()) c.reasoning = prompt_opens_reasoning(prompt) ? 1 : 0;
-  if (c.request.sampling.constraint.active()) c.request.sampling.constraint.reasoning = c.reasoning;
+  SamplingParams& s = c.request.sampling;
+  const ToolFormat format = chat_template.tool_format();
+  if (chat_template.thinks() || tools.calls_possible()) {
+    AnswerFormat a;
+    a.tools = format;
+    a.parse_tools = tools.calls_possible();
+    a.reasoning = chat_template.reasoning();
+    if (!a.reasoning.open.empty()) a.reasoning_open = prompt_opens_reasoning(prompt, a.reasoning.open, a.reasoning.close);
+    if (a.parse_tools) a.declared = tools.tools;
+    c.answer = std::move(a);
+    c.parallel_tool_calls = tools.parallel;
+    // Formats whose markers are control tokens: the parser must see them in the text.
+    s.special_text = format == ToolFormat::kHarmony ||
+                     (a.parse_tools && (format == ToolFormat::kMistral || format == ToolFormat::kDeepSeek ||
+                                        format == ToolFormat::kLlama3));
+  }
+  OutputConstraint call;
+  if (ServiceStatus st = tool_choice_constraint(tools, format, &call); !st.ok()) return st;
+  if (call.active()) {
+    if (s.constraint.active())
+      return invalid("tool_choice: a required call cannot be combined with " + c.constraint_field);
+    s.constraint = std::move(call);
+    c.constraint_field = "tools";
+  }
+  // The constraint applies to the answer after a <think> block.
+  if (s.constraint.active() && c.answer && c.answer->reasoning.open == kThinkOpen)
+    s.constraint.reasoning = c.answer->reasoning_open ? 1 : 0;
   // The template writes the BOS text itself where the model wants one: not added again.
   c.request.prompt = tokenizer.encode(prompt, false, true);
   if (c.request.prompt.empty()) return invalid("messages: the rendered prompt is empty");
@@ -297,10 +337,10 @@ json openai_error(const ServiceStatus& s) {
 }
 
 CompletionWriter::CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer,
-                                   int32_t logprobs, bool chat, int32_t reasoning)
+                                   int32_t logprobs, bool chat, std::optional<AnswerFormat> answer, bool parallel_tool_calls)
     : id_(std::move(id)), model_(std::move(model)), created_(created), tokenizer_(tokenizer), logprobs_(logprobs),
-      chat_(chat), reasoning_(chat ? reasoning : -1) {
-  if (reasoning_ >= 0) split_.emplace(reasoning_ == 1);
+      chat_(chat), answer_(chat ? std::move(answer) : std::nullopt), parallel_(parallel_tool_calls) {
+  if (answer_) parser_.emplace(*answer_);
 }
 
 json CompletionWriter::chunk(const std::string& text, const json& logprobs, const char* finish,
@@ -321,6 +361,37 @@ json CompletionWriter::chunk(const std::string& text, const json& logprobs, cons
           {"created", created_},
           {"model", model_},
           {"choices", json::array({{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", reason}}})}};
+}
+
+json CompletionWriter::call_chunk(const json& call_delta) const {
+  return {{"id", id_},
+          {"object", "chat.completion.chunk"},
+          {"created", created_},
+          {"model", model_},
+          {"choices", json::array({{{"index", 0},
+                                    {"delta", {{"tool_calls", json::array({call_delta})}}},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", nullptr}}})}};
+}
+
+// A call's id where the answer carries none: the same in the stream and the whole answer.
+// Mistral's templates take back only 9 letters and digits.
+std::string CompletionWriter::call_id(size_t index) const {
+  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t h = 1469598103934665603ull;
+  for (char ch : id_ + "#" + std::to_string(index)) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  const bool mistral = answer_ && answer_->tools == ToolFormat::kMistral;
+  std::string out = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) {
+    out += kAlnum[h % 62];
+    h = h / 62 ^ (h * 0x9E3779B97F4A7C15ull);
+  }
+  return out;
+}
+
+const char* CompletionWriter::finish_reason() const {
+  if (calls_sent_ > 0 && completion_.reason != FinishReason::kLength) return "tool_calls";
+  return openai_finish_reason(completion_.reason);
 }
 
 json CompletionWriter::usage() const {
@@ -365,13 +436,14 @@ json CompletionWriter::logprobs_of(const Event& e) const {
 
 std::string CompletionWriter::stream_event(const Event& event, bool include_usage, const ServiceStatus& ended) {
   std::string out;
-  ReasoningSplitter::Piece piece;
-  if (split_) {
-    piece = split_->push(event.text);
+  ParsedAnswer piece;
+  if (parser_) {
+    piece = parser_->push(event.text);
     if (event.completion) {
-      ReasoningSplitter::Piece rest = split_->finish();
+      ParsedAnswer rest = parser_->finish();
       piece.reasoning += rest.reasoning;
       piece.content += rest.content;
+      for (ToolCall& c : rest.calls) piece.calls.push_back(std::move(c));
     }
   } else {
     piece.content = event.text;
@@ -381,11 +453,21 @@ std::string CompletionWriter::stream_event(const Event& event, bool include_usag
     out += "data: " + json_text(chunk(piece.content, logprobs_of(event), nullptr, piece.reasoning)) + "\n\n";
     role_sent_ = true;
   }
+  // Each call as OpenAI streams one: its index, id, type and name first, then its arguments.
+  for (const ToolCall& c : piece.calls) {
+    if (!parallel_ && calls_sent_ > 0) break;
+    const size_t i = calls_sent_++;
+    const std::string id = c.id.empty() ? call_id(i) : c.id;
+    out += "data: " +
+           json_text(call_chunk({{"index", i}, {"id", id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}})) +
+           "\n\n";
+    out += "data: " + json_text(call_chunk({{"index", i}, {"function", {{"arguments", c.arguments}}}})) + "\n\n";
+  }
   text_ += event.text;
   if (!event.completion) return out;
   completion_ = *event.completion;
   if (!ended.ok()) return out + "data: " + json_text(openai_error(ended)) + "\n\ndata: [DONE]\n\n";
-  out += "data: " + json_text(chunk("", nullptr, openai_finish_reason(completion_.reason))) + "\n\n";
+  out += "data: " + json_text(chunk("", nullptr, finish_reason())) + "\n\n";
   if (include_usage) {
     json u = {{"id", id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
               {"model", model_},
@@ -416,11 +498,27 @@ json CompletionWriter::body() const {
   json b;
   if (chat_) {
     json message = {{"role", "assistant"}, {"content", text_}};
-    if (reasoning_ >= 0) {
-      const ReasoningSplitter::Piece p = split_reasoning(text_, reasoning_ == 1);
+    size_t calls = 0;
+    if (answer_) {
+      const ParsedAnswer p = parse_answer(text_, *answer_);
       message["content"] = p.content;
       if (!p.reasoning.empty()) message["reasoning_content"] = p.reasoning;
+      json tool_calls = json::array();
+      for (const ToolCall& c : p.calls) {
+        if (!parallel_ && calls > 0) break;
+        tool_calls.push_back({{"id", c.id.empty() ? call_id(calls) : c.id},
+                              {"type", "function"},
+                              {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+        ++calls;
+      }
+      if (calls > 0) {
+        message["tool_calls"] = std::move(tool_calls);
+        if (p.content.empty()) message["content"] = nullptr;  // as OpenAI answers a call
+      }
     }
+    const char* finish = calls > 0 && completion_.reason != FinishReason::kLength
+                             ? "tool_calls"
+                             : openai_finish_reason(completion_.reason);
     b = {{"id", id_},
          {"object", "chat.completion"},
          {"created", created_},
@@ -428,7 +526,7 @@ json CompletionWriter::body() const {
          {"choices", json::array({{{"index", 0},
                                    {"message", message},
                                    {"logprobs", all_logprobs_},
-                                   {"finish_reason", openai_finish_reason(completion_.reason)}}})}};
+                                   {"finish_reason", finish}}})}};
   } else {
     b = chunk(text_, all_logprobs_, openai_finish_reason(completion_.reason));
   }

@@ -12,7 +12,7 @@
 #include "core/service_status.h"
 #include "common/request.h"
 #include "text/chat_template.h"
-#include "text/reasoning.h"
+#include "text/answer_parser.h"
 #include "text/tokenizer.h"
 
 namespace kvserve {
@@ -24,9 +24,10 @@ struct CompletionCall {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
   int32_t logprobs = -1;       // completions' integer logprobs (0..5), -1 = none
   std::string constraint_field;  // the field that gave request.sampling.constraint, for errors
-  // Chat with a template that writes <think> blocks: -1 no; 0 the answer may open one; 1 the
-  // prompt opened one (the answer starts inside). Split into reasoning_content and content.
-  int32_t reasoning = -1;
+  // Chat whose answer is taken apart (a template that writes reasoning, or tools declared):
+  // into reasoning_content, content and tool_calls.
+  std::optional<AnswerFormat> answer;
+  bool parallel_tool_calls = true;  // false: at most one call is returned
 };
 
 // Parses a /v1/completions body; an error names OpenAI's field ("max_tokens: must be >= 1").
@@ -38,12 +39,15 @@ ServiceStatus parse_completion_request(const nlohmann::json& body, const Tokeniz
 // refusal is a 400 naming messages), the sampling fields as for completions (max_tokens or
 // max_completion_tokens; by default as many as fit: max_request_tokens less the prompt, as vLLM
 // sizes them), logprobs true with top_logprobs.
+// raw_body: the body's text, read again with its key order kept (tool schemas are rendered with
+// it); "" = the body's own order.
 ServiceStatus parse_chat_request(const nlohmann::json& body, const Tokenizer& tokenizer,
                                  const std::vector<std::string>& model_ids, const ChatTemplate& chat_template,
-                                 int32_t max_request_tokens, CompletionCall* out);
+                                 int32_t max_request_tokens, CompletionCall* out, std::string_view raw_body = {});
 
-// /apply-template: {"messages", "add_generation_prompt"} -> the prompt text.
-ServiceStatus apply_template(const nlohmann::json& body, const ChatTemplate& chat_template, std::string* prompt);
+// /apply-template: {"messages", "tools"?, "add_generation_prompt"?, "chat_template_kwargs"?} ->
+// the prompt text.
+ServiceStatus apply_template(const nlohmann::ordered_json& body, const ChatTemplate& chat_template, std::string* prompt);
 
 // The engine's validation messages name its own fields ("sampling.top_p: ..."); the HTTP API
 // reports OpenAI's ("top_p: ...").
@@ -60,9 +64,9 @@ nlohmann::json openai_error(const ServiceStatus& s);
 class CompletionWriter {
  public:
   // chat: the chat completion shapes (chat.completion, deltas) instead of text completions'.
-  // reasoning: CompletionCall::reasoning (chat only).
+  // answer, parallel_tool_calls: CompletionCall's (chat only).
   CompletionWriter(std::string id, std::string model, int64_t created, const Tokenizer& tokenizer, int32_t logprobs,
-                   bool chat = false, int32_t reasoning = -1);
+                   bool chat = false, std::optional<AnswerFormat> answer = std::nullopt, bool parallel_tool_calls = true);
   // The SSE lines for one event when streaming ("data: {...}\n\n", possibly none), and the
   // final ones on its completion: the finish chunk, the usage chunk if asked and "data: [DONE]"
   // when `ended` is OK; an error object ({"error": ...}, which OpenAI's clients raise) and
@@ -75,6 +79,9 @@ class CompletionWriter {
  private:
   nlohmann::json chunk(const std::string& text, const nlohmann::json& logprobs, const char* finish,
                        const std::string& reasoning = {}) const;
+  nlohmann::json call_chunk(const nlohmann::json& delta) const;
+  std::string call_id(size_t index) const;
+  const char* finish_reason() const;
   nlohmann::json usage() const;
   nlohmann::json logprobs_of(const Event& event) const;
 
@@ -83,8 +90,10 @@ class CompletionWriter {
   const Tokenizer& tokenizer_;
   int32_t logprobs_;
   bool chat_;
-  int32_t reasoning_;
-  std::optional<ReasoningSplitter> split_;  // streaming's splitter, with reasoning
+  std::optional<AnswerFormat> answer_;
+  bool parallel_;
+  std::optional<AnswerParser> parser_;  // streaming's, when the answer is taken apart
+  size_t calls_sent_ = 0;
   bool role_sent_ = false;
   std::string text_;
   nlohmann::json all_logprobs_ = nullptr;

@@ -246,17 +246,18 @@ ServiceStatus check_fields(const json& body, bool chat) {
       // Accepted and without effect here: OpenAI's storage, tiering and caching hints.
       "store", "metadata", "service_tier", "prompt_cache_key", "safety_identifier"};
   static const std::set<std::string> chat_only = {"messages", "max_completion_tokens", "top_logprobs",
-                                                   "chat_template_kwargs", "add_generation_prompt"};
+                                                   "chat_template_kwargs", "add_generation_prompt", "tools",
+                                                   "tool_choice", "parallel_tool_calls"};
   static const std::set<std::string> completion_only = {"prompt", "echo", "best_of"};
   for (const auto& [k, v] : body.items()) {
     if (common.count(k) || (chat ? chat_only : completion_only).count(k)) continue;
     if (v.is_null()) continue;  // clients send unset optional fields as null
-    if (k == "tools" || k == "tool_choice" || k == "parallel_tool_calls" || k == "functions" || k == "function_call") {
-      if ((k == "tools" || k == "functions") && v.is_array() && v.empty()) continue;
-      if (k == "tool_choice" && v == "none") continue;
-      if (k == "parallel_tool_calls" && v.is_boolean()) continue;
-      return invalid(k + ": tool calls are not supported yet");
+    if (k == "functions" || k == "function_call") {
+      if (k == "functions" && v.is_array() && v.empty()) continue;
+      return invalid(k + ": the deprecated functions API is not served; send tools and tool_choice");
     }
+    if (!chat && (k == "tools" || k == "tool_choice" || k == "parallel_tool_calls"))
+      return invalid(k + ": tools are called through /v1/chat/completions");
     // A name that is no plain identifier is quoted after "body", so that the message still
     // starts with the field it is about.
     const bool plain = !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {

@@ -51,8 +51,9 @@ RouteOutcome detokenize(const json& body, const RouteContext& ctx) {
   return ok({{"prompt", valid_utf8(tok.decode(ids))}});
 }
 
-RouteOutcome templated(const json& body, const RouteContext& ctx) {
+RouteOutcome templated(std::string_view text, const RouteContext& ctx) {
   std::string prompt;
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(text, nullptr, false);
   const ServiceStatus st = apply_template(body, ctx.chat_template, &prompt);
   if (!st.ok()) return error_outcome(st);
   return ok({{"prompt", valid_utf8(prompt)}});
@@ -109,7 +110,7 @@ RouteOutcome completion(const json& body, std::string_view text, const RouteCont
   out.chat = chat;
   CompletionCall cc;
   const ServiceStatus st =
-      chat ? parse_chat_request(body, ctx.tokenizer, ctx.model_ids, ctx.chat_template, ctx.max_request_tokens, &cc)
+      chat ? parse_chat_request(body, ctx.tokenizer, ctx.model_ids, ctx.chat_template, ctx.max_request_tokens, &cc, text)
            : parse_completion_request(body, ctx.tokenizer, ctx.model_ids, &cc);
   if (!st.ok()) return error_outcome(st);
   keep_schema_order(text, cc.constraint_field, &cc.request.sampling.constraint);
@@ -149,7 +150,7 @@ RouteOutcome answer_post(std::string_view url, std::string_view text, const Rout
     if (ServiceStatus st = parse_json_body(text, &body); !st.ok()) return error_outcome(st);
     if (url == "/tokenize") return tokenize(body, ctx);
     if (url == "/detokenize") return detokenize(body, ctx);
-    if (url == "/apply-template") return templated(body, ctx);
+    if (url == "/apply-template") return templated(text, ctx);
     if (url == "/abort") return abort_request(body, ctx);
     if (url == "/v1/head_importance") return head_importance(body, ctx);
     if (url == "/v1/completions") return completion(body, text, ctx, false);

@@ -83,10 +83,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // "Generate" the prompt back, with byte tokens among every token's alternatives.
   const kvserve::CompletionCall& cc = *out.completion;
+  size_t whole_calls = 0, streamed_calls = 0;
   for (bool stream : {false, true}) {
-    // Chat answers also go through the reasoning splitter (as with a thinking template).
-    const int32_t reasoning = out.chat ? static_cast<int32_t>(cc.request.prompt.size() % 3) - 1 : -1;
-    kvserve::CompletionWriter writer("cmpl-x", "m", 0, *s.tok, cc.logprobs < 0 ? 5 : cc.logprobs, out.chat, reasoning);
+    // Chat answers also go through the answer parser, in a format the prompt's length picks
+    // (reasoning blocks and every tool-call format), unless the request set one.
+    std::optional<kvserve::AnswerFormat> answer = cc.answer;
+    if (out.chat && !answer) {
+      answer.emplace();
+      answer->tools = static_cast<kvserve::ToolFormat>(cc.request.prompt.size() % 7);
+      answer->parse_tools = true;
+      answer->reasoning = {"<think>", "</think>"};
+      answer->reasoning_open = cc.request.prompt.size() % 2 == 1;
+    }
+    kvserve::CompletionWriter writer("cmpl-x", "m", 0, *s.tok, cc.logprobs < 0 ? 5 : cc.logprobs, out.chat, answer,
+                                     cc.parallel_tool_calls);
     std::string sent;
     const size_t n = std::min<size_t>(cc.request.prompt.size(), 64);
     for (size_t i = 0; i <= n; ++i) {
@@ -105,16 +115,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       else writer.add(ev);
     }
     if (!stream) {
-      check(json_text_ok(kvserve::json_text(writer.body())));
+      const std::string whole = kvserve::json_text(writer.body());
+      check(json_text_ok(whole));
+      whole_calls = nlohmann::json::parse(whole)["choices"][0].value("message", nlohmann::json::object()).value(
+          "tool_calls", nlohmann::json::array()).size();
       continue;
     }
     check(kvserve::utf8_is_valid(sent));
     for (size_t at = 0; (at = sent.find("data: ", at)) != std::string::npos;) {
       const size_t end = sent.find("\n\n", at);
       const std::string event = sent.substr(at + 6, end - at - 6);
-      if (event != "[DONE]") check(json_text_ok(event));
+      if (event != "[DONE]") {
+        check(json_text_ok(event));
+        const nlohmann::json e = nlohmann::json::parse(event);
+        if (e.contains("choices") && !e["choices"].empty() && e["choices"][0].contains("delta"))
+          for (const auto& tc : e["choices"][0]["delta"].value("tool_calls", nlohmann::json::array()))
+            if (tc.contains("id")) ++streamed_calls;
+      }
       at = end;
     }
+    check(streamed_calls == whole_calls);  // streamed and whole answers carry the same calls
   }
   return 0;
 }

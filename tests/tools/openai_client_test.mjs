@@ -1,6 +1,7 @@
 // The official openai npm package, unmodified, against kvserve's HTTP API: lists the model, and
 // completions.create gives the same greedy text as kvserve-generate, streamed and not, with
-// correct usage; a chat completion, whole and streamed, agrees with itself. Usage: node openai_client_test.mjs BASE_URL MODEL EXPECTED_TEXT PROMPT_TOKENS MAX_TOKENS
+// correct usage; a chat completion, whole and streamed, agrees with itself; structured outputs
+// and tool calls as the SDK parses them. Usage: node openai_client_test.mjs BASE_URL MODEL EXPECTED_TEXT PROMPT_TOKENS MAX_TOKENS
 import OpenAI from "openai";
 import { zodResponseFormat } from "openai/helpers/zod";
 import { z } from "zod";
@@ -98,10 +99,73 @@ for await (const chunk of await client.chat.completions.create({ ...schemaReques
 assert.equal(streamedJson, wholeJson.choices[0].message.content);
 await assert.rejects(client.chat.completions.create({ ...chatRequest, response_format: { type: "bogus" } }),
                      (e) => e.status === 400 && /response_format\.type/.test(e.message));
-await assert.rejects(client.chat.completions.create({ ...chatRequest, response_format: { type: "json_object" }, tools: [
-  { type: "function", function: { name: "f", parameters: { type: "object" } } }] }), (e) => e.status === 400 && /tools/.test(e.message));
+
+// Tools: tool_choice "required" and a named tool make the answer a call of a declared tool with
+// arguments valid for its schema, returned as tool_calls (the SDK's own shapes), streamed and
+// whole alike, with finish_reason "tool_calls"; the conversation then goes on with the result.
+const tools = [
+  { type: "function", function: { name: "get_weather", description: "The weather in a place.",
+    parameters: { type: "object", properties: { location: { type: "string", maxLength: 16 },
+                                                unit: { type: "string", enum: ["celsius", "fahrenheit"] } },
+                  required: ["location", "unit"], additionalProperties: false } } },
+  { type: "function", function: { name: "get_time", parameters: { type: "object",
+    properties: { timezone: { type: "string", maxLength: 16 } }, required: ["timezone"], additionalProperties: false } } }];
+const checkArgs = (call) => {
+  const args = JSON.parse(call.function.arguments);
+  if (call.function.name === "get_weather") {
+    assert.deepEqual(Object.keys(args).sort(), ["location", "unit"]);
+    assert.ok(["celsius", "fahrenheit"].includes(args.unit));
+  } else {
+    assert.equal(call.function.name, "get_time");
+    assert.deepEqual(Object.keys(args), ["timezone"]);
+  }
+  assert.equal(call.type, "function");
+  assert.ok(call.id.length > 0);
+};
+const toolMessages = [{ role: "user", content: "What is the weather in Paris?" }];
+let called = 0, streamedCalls = 0;
+for (const seed of [1, 2, 3, 4]) {
+  const toolRequest = { model, messages: toolMessages, tools, tool_choice: "required", parallel_tool_calls: false,
+                        max_tokens: 200, temperature: 1, seed };
+  const r = await client.chat.completions.create(toolRequest);
+  if (r.choices[0].finish_reason !== "tool_calls") continue;
+  const calls = r.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1);
+  checkArgs(calls[0]);
+  ++called;
+  const parts = [];
+  let toolFinish = null;
+  for await (const chunk of await client.chat.completions.create({ ...toolRequest, stream: true })) {
+    for (const choice of chunk.choices) {
+      for (const d of choice.delta.tool_calls ?? []) {
+        if (!parts[d.index]) parts[d.index] = { id: d.id, type: d.type, function: { name: d.function.name, arguments: "" } };
+        parts[d.index].function.arguments += d.function.arguments ?? "";
+      }
+      if (choice.finish_reason) toolFinish = choice.finish_reason;
+    }
+  }
+  assert.equal(toolFinish, "tool_calls");
+  assert.deepEqual(parts.map((c) => c.function), calls.map((c) => c.function));
+  ++streamedCalls;
+  // The call and its result sent back, as agent loops do: the template renders both.
+  const followUp = await client.chat.completions.create({ model, max_tokens: 8, tools, messages: [
+    ...toolMessages, r.choices[0].message,
+    { role: "tool", tool_call_id: calls[0].id, content: JSON.stringify({ temperature: 18 }) }] });
+  assert.equal(followUp.choices[0].message.role, "assistant");
+}
+assert.ok(called >= 3, `only ${called} of 4 required calls finished`);
+const named = await client.chat.completions.create({ model, messages: toolMessages, tools, max_tokens: 200, seed: 5,
+  tool_choice: { type: "function", function: { name: "get_time" } } });
+assert.equal(named.choices[0].message.tool_calls[0].function.name, "get_time");
+checkArgs(named.choices[0].message.tool_calls[0]);
+const auto = await client.chat.completions.create({ model, messages: toolMessages, tools, max_tokens: 8, temperature: 0 });
+assert.equal(typeof auto.choices[0].message.content, "string");
+await assert.rejects(client.chat.completions.create({ ...chatRequest, response_format: { type: "json_object" }, tools,
+  tool_choice: "required" }), (e) => e.status === 400 && /tool_choice/.test(e.message));
+await assert.rejects(client.chat.completions.create({ ...chatRequest, tools, tool_choice: { type: "function",
+  function: { name: "nope" } } }), (e) => e.status === 400 && /tool_choice\.function\.name/.test(e.message));
 
 // A bad field: the SDK raises the 400 with the field named.
 await assert.rejects(client.completions.create({ ...request, top_p: 7 }), (e) => e.status === 400 && /top_p/.test(e.message));
 console.log(`openai: models, completions (whole and streamed, ${chunks} chunks) as kvserve-generate, chat whole and streamed, ` +
-            `structured outputs (${parsedCount}/4 parsed by zod)`);
+            `structured outputs (${parsedCount}/4 parsed by zod), tool calls (${called}/4 required, ${streamedCalls} streamed alike)`);

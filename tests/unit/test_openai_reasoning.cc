@@ -28,8 +28,11 @@ TEST(OpenAIReasoning, MessageAndDeltasCarryReasoningContent) {
       const std::string output = c["output"];
       bool inside = c["params"].value("thinking_forced_open", false);
       if (c["generation_prompt"].is_string()) inside = prompt_opens_reasoning(c["generation_prompt"].get<std::string>());
-      CompletionWriter whole("chatcmpl-x", "m", 0, tok, -1, true, inside ? 1 : 0);
-      CompletionWriter streamed("chatcmpl-x", "m", 0, tok, -1, true, inside ? 1 : 0);
+      AnswerFormat f;
+      f.reasoning = {"<think>", "</think>"};
+      f.reasoning_open = inside;
+      CompletionWriter whole("chatcmpl-x", "m", 0, tok, -1, true, f);
+      CompletionWriter streamed("chatcmpl-x", "m", 0, tok, -1, true, f);
       std::string sse;
       for (size_t i = 0; i < output.size(); i += 3) {
         Event e;

@@ -1,0 +1,240 @@
+// Tool calls as OpenAI's clients read them: the chat answer's message.tool_calls and the
+// streamed tool_calls deltas (index, id and name once, then the arguments) for every case of
+// llama.cpp's expected parses (tool-call-parses.json), the same calls both ways, finish_reason
+// "tool_calls"; the tool fields refused by name when malformed; and tool_choice "required" or
+// a named tool as a grammar that admits exactly valid calls of the declared tools.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf.h"
+#include "grammar/constraint.h"
+#include "grammar/stacks.h"
+#include "http/openai_api.h"
+#include "http/openai_tools.h"
+#include "test_support.h"
+
+namespace kvserve {
+namespace {
+
+using nlohmann::json;
+using ordered = nlohmann::ordered_json;
+using testing::trimmed;
+
+ToolFormat format_of_group(const std::string& g) {
+  if (g == "deepseek-r1" || g == "deepseek-v3.1") return ToolFormat::kDeepSeek;
+  if (g == "gpt-oss-harmony") return ToolFormat::kHarmony;
+  if (g == "llama3-json") return ToolFormat::kLlama3;
+  if (g == "mistral") return ToolFormat::kMistral;
+  if (g == "qwen3-coder-xml" || g == "qwen3.5") return ToolFormat::kQwenXml;
+  return ToolFormat::kHermes;
+}
+
+// The SSE text's chunks as JSON.
+std::vector<json> chunks(const std::string& sse) {
+  std::vector<json> out;
+  for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+    const size_t end = sse.find("\n\n", at);
+    const std::string line = sse.substr(at + 6, end - at - 6);
+    at = end;
+    if (line != "[DONE]") out.push_back(json::parse(line));
+  }
+  return out;
+}
+
+TEST(OpenAITools, MessageAndDeltasCarryTheSameCalls) {
+  const std::string cases = std::string(KVSERVE_SHARED_DIR) + "/chat-templates/tool-call-parses.json";
+  KVSERVE_REQUIRE_SHARED_FILE(cases);
+  KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model("stories260K.gguf"));
+  GgufFile file(testing::shared_model("stories260K.gguf"));
+  Tokenizer tok(file);
+  const ordered all = ordered::parse(testing::read_text(cases));
+  int checked = 0;
+  for (auto g = all["groups"].begin(); g != all["groups"].end(); ++g) {
+    for (const ordered& c : g.value()["cases"]) {
+      SCOPED_TRACE(c["id"].get<std::string>());
+      AnswerFormat f;
+      f.tools = format_of_group(g.key());
+      f.parse_tools = true;
+      if (g.key() == "mistral") f.reasoning = {"[THINK]", "[/THINK]"};
+      else if (g.key() != "gpt-oss-harmony") f.reasoning = {"<think>", "</think>"};
+      f.reasoning_open = c["params"].value("thinking_forced_open", g.key() == "deepseek-r1");
+      if (c["generation_prompt"].is_string() && !f.reasoning.open.empty())
+        f.reasoning_open = prompt_opens_reasoning(c["generation_prompt"].get<std::string>(), f.reasoning.open, f.reasoning.close);
+      if (c["params"].contains("tools")) f.declared = c["params"]["tools"];
+      CompletionWriter whole("chatcmpl-x", "m", 0, tok, -1, true, f);
+      CompletionWriter streamed("chatcmpl-x", "m", 0, tok, -1, true, f);
+      const std::string output = c["output"];
+      std::string sse;
+      for (size_t i = 0; i < output.size(); i += 4) {
+        Event e;
+        e.text = output.substr(i, 4);
+        whole.add(e);
+        sse += streamed.stream_event(e, false);
+      }
+      Event last;
+      last.completion = Completion{};
+      last.completion->reason = FinishReason::kStop;
+      whole.add(last);
+      sse += streamed.stream_event(last, false);
+
+      const json body = whole.body();
+      const json& msg = body["choices"][0]["message"];
+      const ordered& want = c["expect"]["tool_calls"];
+      const json calls = msg.value("tool_calls", json::array());
+      ASSERT_EQ(calls.size(), want.size()) << body.dump();
+      EXPECT_EQ(body["choices"][0]["finish_reason"], want.empty() ? "stop" : "tool_calls");
+      EXPECT_EQ(msg["content"].is_null() ? "" : trimmed(msg["content"]), trimmed(c["expect"]["content"]));
+      // The stream: content and reasoning deltas, then per call a delta with its index, id,
+      // type and name, and deltas with argument text.
+      std::string content;
+      json streamed_calls = json::array();
+      std::string finish;
+      for (const json& ch : chunks(sse)) {
+        const json& choice = ch["choices"][0];
+        if (choice["finish_reason"].is_string()) finish = choice["finish_reason"];
+        const json& d = choice["delta"];
+        content += d.value("content", "");
+        for (const json& tc : d.value("tool_calls", json::array())) {
+          const size_t i = tc["index"];
+          if (i == streamed_calls.size()) {
+            EXPECT_TRUE(tc.contains("id") && tc.contains("type") && tc["function"].contains("name")) << tc.dump();
+            streamed_calls.push_back({{"id", tc["id"]}, {"type", tc["type"]},
+                                      {"function", {{"name", tc["function"]["name"]}, {"arguments", ""}}}});
+          }
+          ASSERT_LT(i, streamed_calls.size());
+          streamed_calls[i]["function"]["arguments"] =
+              streamed_calls[i]["function"]["arguments"].get<std::string>() + tc["function"].value("arguments", "");
+        }
+      }
+      EXPECT_EQ(finish, want.empty() ? "stop" : "tool_calls");
+      EXPECT_EQ(trimmed(content), msg["content"].is_null() ? "" : msg["content"].get<std::string>());
+      EXPECT_EQ(streamed_calls, calls);
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(calls[i]["function"]["name"], want[i]["name"]);
+        EXPECT_EQ(ordered::parse(calls[i]["function"]["arguments"].get<std::string>()),
+                  ordered::parse(want[i]["arguments"].get<std::string>()));
+        const std::string id = want[i].value("id", "");
+        if (!id.empty()) {
+          EXPECT_EQ(calls[i]["id"], id);
+        } else {
+          EXPECT_FALSE(calls[i]["id"].get<std::string>().empty());
+        }
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40);
+}
+
+ServiceStatus fields(const std::string& body, ToolRequest* t) { return parse_tool_fields(ordered::parse(body), t); }
+
+const char* kTools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+  {"type": "object", "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+   "required": ["location"], "additionalProperties": false}}},
+  {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+   "properties": {"tz": {"type": "string"}}, "required": ["tz"], "additionalProperties": false}}}])";
+
+TEST(OpenAITools, MalformedFieldsAreRefusedByName) {
+  ToolRequest t;
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"tools": {}})", "tools:"},
+      {R"({"tools": [{"type": "retrieval"}]})", "tools[0].type:"},
+      {R"({"tools": [{"type": "function"}]})", "tools[0].function:"},
+      {R"({"tools": [{"type": "function", "function": {"name": "bad name"}}]})", "tools[0].function.name:"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]})", "tools[0].function.parameters:"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]})",
+       "tools[1].function.name:"},
+      {R"({"tool_choice": "sometimes"})", "tool_choice:"},
+      {R"({"tool_choice": "required"})", "tool_choice:"},
+      {std::string("{") + kTools + R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}}})",
+       "tool_choice.function.name:"},
+      {std::string("{") + kTools + R"(, "parallel_tool_calls": "yes"})", "parallel_tool_calls:"}};
+  for (const auto& [body, field] : bad) {
+    t = {};
+    const ServiceStatus st = fields(body, &t);
+    EXPECT_EQ(st.code, ServiceCode::kInvalidArgument) << body;
+    EXPECT_EQ(st.message.rfind(field, 0), 0u) << st.message;
+  }
+  t = {};
+  ASSERT_TRUE(fields(std::string("{") + kTools + R"(, "tool_choice": "none"})", &t).ok());
+  EXPECT_FALSE(t.calls_possible());
+}
+
+bool matches(const grammar::Grammar& g, const std::string& s) {
+  grammar::StackPool pool(g);
+  uint32_t st = pool.start();
+  for (char c : s)
+    if ((st = pool.step(st, static_cast<uint8_t>(c))) == grammar::StackPool::kDead) return false;
+  return pool.complete(st);
+}
+
+// "required" admits a call of any declared tool with valid arguments (and, in parallel, several);
+// a named tool admits that tool only; each admitted text parses back into its calls.
+TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
+  for (ToolFormat f : {ToolFormat::kHermes, ToolFormat::kLlama3, ToolFormat::kGeneric, ToolFormat::kQwenXml}) {
+    SCOPED_TRACE(tool_format_name(f));
+    ToolRequest t;
+    ASSERT_TRUE(fields(std::string("{") + kTools + R"(, "tool_choice": "required"})", &t).ok());
+    OutputConstraint c;
+    ASSERT_TRUE(tool_choice_constraint(t, f, &c).ok());
+    const grammar::Grammar g = grammar::Grammar::compile(grammar::constraint_rules(c));
+    std::string good, other, bad_args;
+    switch (f) {
+      case ToolFormat::kHermes:
+        good = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\":\"Paris\",\"unit\":\"c\"}}\n</tool_call>";
+        other = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}\n</tool_call>";
+        bad_args = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\":\"c\"}}\n</tool_call>";
+        break;
+      case ToolFormat::kLlama3:
+        good = "{\"name\": \"get_weather\", \"parameters\": {\"location\":\"Paris\"}}";
+        other = "{\"name\": \"get_time\", \"parameters\": {\"tz\":\"UTC\"}}";
+        bad_args = "{\"name\": \"get_weather\", \"parameters\": {\"location\":1}}";
+        break;
+      case ToolFormat::kGeneric:
+        good = "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"location\":\"Paris\"}}}";
+        other = "{\"tool_call\": {\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}}";
+        bad_args = "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"place\":\"Paris\"}}}";
+        break;
+      default:
+        good = "<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n</function>\n</tool_call>";
+        other = "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>";
+        bad_args = "<tool_call>\n<function=get_date>\n</function>\n</tool_call>";  // not declared
+        break;
+    }
+    EXPECT_TRUE(matches(g, good));
+    EXPECT_TRUE(matches(g, other));
+    EXPECT_FALSE(matches(g, bad_args));
+    EXPECT_FALSE(matches(g, "Sure! " + good));
+    AnswerFormat a;
+    a.tools = f;
+    a.parse_tools = true;
+    a.declared = t.tools;
+    const ParsedAnswer p = parse_answer(good, a);
+    ASSERT_EQ(p.calls.size(), 1u);
+    EXPECT_EQ(p.calls[0].name, "get_weather");
+    if (f == ToolFormat::kHermes || f == ToolFormat::kQwenXml) {
+      EXPECT_TRUE(matches(g, good + "\n" + other));  // parallel calls
+      EXPECT_EQ(parse_answer(good + "\n" + other, a).calls.size(), 2u);
+    }
+    // Named: that tool only; parallel off: one call.
+    ToolRequest named;
+    ASSERT_TRUE(fields(std::string("{") + kTools +
+                           R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}}, "parallel_tool_calls": false})",
+                       &named)
+                    .ok());
+    ASSERT_TRUE(tool_choice_constraint(named, f, &c).ok());
+    const grammar::Grammar n = grammar::Grammar::compile(grammar::constraint_rules(c));
+    EXPECT_FALSE(matches(n, good));
+    EXPECT_TRUE(matches(n, other));
+    EXPECT_FALSE(matches(n, other + "\n" + other));
+  }
+  // Formats whose markers are control tokens are refused by name, not constrained wrongly.
+  ToolRequest t;
+  ASSERT_TRUE(fields(std::string("{") + kTools + R"(, "tool_choice": "required"})", &t).ok());
+  OutputConstraint c;
+  EXPECT_EQ(tool_choice_constraint(t, ToolFormat::kHarmony, &c).message.rfind("tool_choice:", 0), 0u);
+}
+
+}  // namespace
+}  // namespace kvserve

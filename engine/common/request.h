@@ -16,7 +16,9 @@ struct OutputConstraint {
   // kJsonSchema: the schema as JSON text; kRegex; kGrammar: GBNF; kToolCalls: the calls a chat
   // format allows, as JSON: {"calls": [{"open", "schema"?, "close"}], "max", "separator"}, each
   // call its open text, arguments valid for the schema (free text up to close without one),
-  // and its close text; 1 to max calls (-1: any number) between separators.
+  // and its close text; 1 to max calls (-1: any number) between separators; with "lazy_marker",
+  // free text without that marker first, the calls optional after it; with "optional_prefix":
+  // {"open", "close"}, a message of free text between them may come first.
   std::string text;
   std::vector<std::string> choices;  // kChoice: the text is exactly one of these
   // A reasoning model's <think> block comes first and is free: -1 none; 0 the answer may open

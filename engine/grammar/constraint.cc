@@ -89,6 +89,19 @@ RuleSet tool_call_rules(const std::string& text) {
   Node root = ref("tool-call");
   if (max != 1)
     root = seq({std::move(root), repeat(seq({lit(spec.value("separator", "")), ref("tool-call")}), 0, max < 0 ? -1 : max - 1)});
+  // A message that may come first (gpt-oss's analysis): its open text, free text, its close.
+  if (spec.contains("optional_prefix") && spec["optional_prefix"].is_object()) {
+    const ordered& p = spec["optional_prefix"];
+    const std::string close = p.value("close", "");
+    if (close.empty()) throw GrammarError("tool calls: an optional prefix needs a close text");
+    add_not_containing(r, "prefix-text", close);
+    root = seq({opt(seq({lit(p.value("open", "")), ref("prefix-text-0"), lit(close)})), std::move(root)});
+  }
+  // Lazily: free text without the calls' opening marker, and once the marker is written, calls.
+  if (const std::string marker = spec.value("lazy_marker", ""); !marker.empty()) {
+    add_not_containing(r, "free-text", marker);
+    root = seq({ref("free-text-0"), opt(std::move(root))});
+  }
   r.add("root", std::move(root));
   return r;
 }

@@ -94,9 +94,18 @@ void Engine::load() {
   file_ = std::make_unique<GgufFile>(options_.model.path);
   tokenizer_ = std::make_unique<Tokenizer>(*file_);
   grammars_ = std::make_unique<grammar::GrammarCache>(make_token_index(*tokenizer_), kCompiledGrammars);
+  special_grammars_ = std::make_unique<grammar::GrammarCache>(make_token_index(*tokenizer_, true), kCompiledGrammars);
   chat_template_ = std::make_unique<ChatTemplate>(*file_, *tokenizer_, options_.model.chat_template_file);
   info_.chat_template = chat_template_->origin();
-  if (!chat_template_->error().empty()) info_.chat_template += "; UNUSABLE: " + chat_template_->error();
+  if (!chat_template_->error().empty()) {
+    info_.chat_template += "; UNUSABLE: " + chat_template_->error();
+  } else {
+    const ToolCallTurnForm& f = chat_template_->tool_call_turn_form();
+    info_.chat_template += std::string("; tool calls: ") + tool_format_name(chat_template_->tool_format()) +
+                           " (a call turn's content " + (f.content_empty ? "\"\"" : "null") + ", arguments as " +
+                           (f.arguments_object ? "an object" : "a string") + ")";
+    if (!chat_template_->reasoning().open.empty()) info_.chat_template += "; reasoning: " + chat_template_->reasoning().open;
+  }
   const KernelLevel best = best_supported_level();
   KernelLevel level = best;
   if (options_.model.kernels != "auto") {
@@ -252,11 +261,14 @@ uint64_t salt_root(const std::string& salt) {
 
 }  // namespace
 
-std::shared_ptr<const grammar::TokenIndex> make_token_index(const Tokenizer& tok) {
+std::shared_ptr<const grammar::TokenIndex> make_token_index(const Tokenizer& tok, bool special) {
   std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
+  const std::vector<int32_t>& eog = tok.end_of_generation_ids();
   for (int32_t t = 0; t < tok.vocab_size(); ++t) {
     const TokenKind k = tok.token_kind(t);
     if (k == TokenKind::kNormal || k == TokenKind::kByte || k == TokenKind::kUserDefined) bytes[t] = tok.token_bytes(t);
+    if (special && k == TokenKind::kControl && std::find(eog.begin(), eog.end(), t) == eog.end())
+      bytes[t] = tok.token_text(t);
   }
   return std::make_shared<const grammar::TokenIndex>(std::move(bytes), tok.end_of_generation_ids());
 }
@@ -278,7 +290,8 @@ SubmitResult Engine::submit(Request request, std::shared_ptr<ResultSink> sink) {
                                            seq->request.sampling.special_text);
   if (seq->request.sampling.constraint.active()) {
     try {
-      seq->matcher = std::make_unique<grammar::GrammarMatcher>(grammars_->get(seq->request.sampling.constraint));
+      grammar::GrammarCache& cache = seq->request.sampling.special_text ? *special_grammars_ : *grammars_;
+      seq->matcher = std::make_unique<grammar::GrammarMatcher>(cache.get(seq->request.sampling.constraint));
     } catch (const grammar::GrammarError& e) {
       return {SubmitCode::kInvalidArgument, 0, std::string("sampling.constraint: ") + e.what()};
     }

@@ -40,7 +40,7 @@ struct ModelInfo {
   int64_t weight_bytes_per_step = 0;  // weight bytes a decode step streams from memory
   int64_t weight_bytes = 0;           // weight bytes held in memory
   std::string kernels;          // the CPU kernel set in use: "avx512", "avx2_vnni", "avx2" or "scalar"
-  std::string chat_template;    // where the chat template comes from (ChatTemplate::origin)
+  std::string chat_template;    // where the chat template comes from, its tool-call and reasoning formats
   int32_t num_threads = 0;      // compute threads
   std::string threads_reason;   // why that many: "model.num_threads", or the CPU budget found
   int64_t n_params = 0;
@@ -102,8 +102,10 @@ struct EngineStats {
 };
 
 // The vocabulary as a grammar sees it: text tokens by their bytes; control, unknown and unused
-// tokens never match text; the end-of-generation tokens end a complete one.
-std::shared_ptr<const grammar::TokenIndex> make_token_index(const Tokenizer& tokenizer);
+// tokens never match text; the end-of-generation tokens end a complete one. special: control
+// tokens that do not end generation match their spelling (requests with special_text, whose
+// grammars write a chat format's control-token markers).
+std::shared_ptr<const grammar::TokenIndex> make_token_index(const Tokenizer& tokenizer, bool special = false);
 
 class Engine {
  public:
@@ -180,6 +182,7 @@ class Engine {
   BatchInputs batch_;
   std::vector<float> scratch_logits_;
   std::unique_ptr<grammar::GrammarCache> grammars_;  // compiled constraints over this vocabulary
+  std::unique_ptr<grammar::GrammarCache> special_grammars_;  // the same with control tokens spelled
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, steps_total_ = 0;
 
   // Shared with callers.

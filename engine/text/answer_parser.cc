@@ -166,7 +166,7 @@ void AnswerParser::run_harmony(ParsedAnswer& out, bool final) {
         while (e < header.size() && !is_space(header[e]) && header[e] != '<') ++e;
         recipient_ = header.substr(to + 13, e - to - 13);
       }
-      if (!recipient_.empty()) channel_ = Channel::kCall;
+      if (!recipient_.empty()) channel_ = format_.parse_tools ? Channel::kCall : Channel::kSkip;
       else if (channel == "analysis") channel_ = Channel::kReasoning;
       else if (channel == "final" || channel == "commentary") channel_ = Channel::kContent;
       else channel_ = Channel::kSkip;

@@ -281,9 +281,11 @@ ServiceStatus parse_chat_request(const json& body, const Tokenizer& tokenizer,
   }
   OutputConstraint call;
   if (ServiceStatus st = tool_choice_constraint(tools, format, &call); !st.ok()) return st;
-  if (call.active()) {
-    if (s.constraint.active())
+  if (call.active() && s.constraint.active()) {
+    // "auto" leaves the answer to the response format; a required call cannot be both.
+    if (tools.choice != ToolRequest::Choice::kAuto)
       return invalid("tool_choice: a required call cannot be combined with " + c.constraint_field);
+  } else if (call.active()) {
     s.constraint = std::move(call);
     c.constraint_field = "tools";
   }

@@ -33,6 +33,12 @@ CallText call_text(ToolFormat f, const std::string& name) {
       return {"<tool_call>\n<function=" + name + ">\n", "</function>\n</tool_call>", false};
     case ToolFormat::kLlama3:
       return {"{\"name\": \"" + name + "\", \"parameters\": ", "}"};
+    case ToolFormat::kMistral:
+      return {"[TOOL_CALLS]" + name + "[ARGS]", ""};
+    case ToolFormat::kHarmony:
+      return {"<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>", ""};
+    case ToolFormat::kDeepSeek:
+      return {"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + name + "<｜tool▁sep｜>", "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"};
     default:
       return {"{\"tool_call\": {\"name\": \"" + name + "\", \"arguments\": ", "}}"};
   }
@@ -96,13 +102,17 @@ ServiceStatus parse_tool_fields(const ordered& body, ToolRequest* out) {
 
 ServiceStatus tool_choice_constraint(const ToolRequest& t, ToolFormat format, OutputConstraint* out) {
   *out = {};
-  if (t.choice != ToolRequest::Choice::kRequired && t.choice != ToolRequest::Choice::kNamed) return {};
-  if (format == ToolFormat::kHarmony || format == ToolFormat::kMistral || format == ToolFormat::kDeepSeek)
-    return invalid(std::string("tool_choice: \"required\" and named tools are not served for this model's tool format (") +
-                   tool_format_name(format) + "), whose markers are control tokens; use \"auto\"");
+  const bool lazy = t.choice == ToolRequest::Choice::kAuto && t.declared() &&
+                    (format == ToolFormat::kHermes || format == ToolFormat::kQwenXml);
+  if (t.choice != ToolRequest::Choice::kRequired && t.choice != ToolRequest::Choice::kNamed && !lazy) return {};
+  // Formats whose every call opens with its marker take several; the others one.
+  const bool several = format == ToolFormat::kHermes || format == ToolFormat::kQwenXml || format == ToolFormat::kMistral;
   ordered spec = {{"calls", ordered::array()},
-                  {"max", t.parallel && format != ToolFormat::kLlama3 && format != ToolFormat::kGeneric ? -1 : 1},
-                  {"separator", "\n"}};
+                  {"max", t.parallel && several ? -1 : 1},
+                  {"separator", format == ToolFormat::kMistral ? "" : "\n"}};
+  // gpt-oss thinks in its analysis channel before it calls.
+  if (format == ToolFormat::kHarmony)
+    spec["optional_prefix"] = {{"open", "<|channel|>analysis<|message|>"}, {"close", "<|end|><|start|>assistant"}};
   for (const ordered& tool : t.tools) {
     const ordered& fn = tool["function"];
     const std::string name = fn["name"].get<std::string>();
@@ -114,6 +124,7 @@ ServiceStatus tool_choice_constraint(const ToolRequest& t, ToolFormat format, Ou
                                                                                 : ordered{{"type", "object"}};
     spec["calls"].push_back(std::move(call));
   }
+  if (lazy) spec["lazy_marker"] = "<tool_call>";
   out->kind = OutputConstraint::Kind::kToolCalls;
   out->text = spec.dump();
   return {};

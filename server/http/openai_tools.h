@@ -31,9 +31,10 @@ struct ToolRequest {
 ServiceStatus parse_tool_fields(const nlohmann::ordered_json& body, ToolRequest* out);
 
 // For "required" or a named tool: the constraint for a call (or calls) in the model's format,
-// with arguments valid for the tool's parameters schema; kind kNone for "auto" and "none".
-// Refused (naming tool_choice) where the format's markers are control tokens a grammar cannot
-// write (gpt-oss, Mistral, DeepSeek).
+// with arguments valid for the tool's parameters schema (control-token markers are written by
+// requests with special_text, whose grammars see those tokens' spelling). For "auto" in a format
+// whose calls open with a text marker (<tool_call>): free text, and once the marker is written,
+// valid calls. Kind kNone otherwise.
 ServiceStatus tool_choice_constraint(const ToolRequest& t, ToolFormat format, OutputConstraint* out);
 
 }  // namespace kvserve

@@ -2,7 +2,8 @@
 // streamed tool_calls deltas (index, id and name once, then the arguments) for every case of
 // llama.cpp's expected parses (tool-call-parses.json), the same calls both ways, finish_reason
 // "tool_calls"; the tool fields refused by name when malformed; and tool_choice "required" or
-// a named tool as a grammar that admits exactly valid calls of the declared tools.
+// a named tool as a grammar that admits exactly valid calls of the declared tools, in every
+// format; "auto" as free text that becomes such calls at the marker.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -172,7 +173,8 @@ bool matches(const grammar::Grammar& g, const std::string& s) {
 // "required" admits a call of any declared tool with valid arguments (and, in parallel, several);
 // a named tool admits that tool only; each admitted text parses back into its calls.
 TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
-  for (ToolFormat f : {ToolFormat::kHermes, ToolFormat::kLlama3, ToolFormat::kGeneric, ToolFormat::kQwenXml}) {
+  for (ToolFormat f : {ToolFormat::kHermes, ToolFormat::kLlama3, ToolFormat::kGeneric, ToolFormat::kQwenXml,
+                       ToolFormat::kMistral, ToolFormat::kHarmony, ToolFormat::kDeepSeek}) {
     SCOPED_TRACE(tool_format_name(f));
     ToolRequest t;
     ASSERT_TRUE(fields(std::string("{") + kTools + R"(, "tool_choice": "required"})", &t).ok());
@@ -196,6 +198,23 @@ TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
         other = "{\"tool_call\": {\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}}";
         bad_args = "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"place\":\"Paris\"}}}";
         break;
+      case ToolFormat::kMistral:
+        good = "[TOOL_CALLS]get_weather[ARGS]{\"location\":\"Paris\",\"unit\":\"c\"}";
+        other = "[TOOL_CALLS]get_time[ARGS]{\"tz\":\"UTC\"}";
+        bad_args = "[TOOL_CALLS]get_weather[ARGS]{\"unit\":\"c\"}";
+        break;
+      case ToolFormat::kHarmony:
+        good = "<|channel|>analysis<|message|>The user wants weather.<|end|><|start|>assistant"
+               "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"Paris\"}";
+        other = "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{\"tz\":\"UTC\"}";
+        bad_args = "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{\"tz\":1}";
+        break;
+      case ToolFormat::kDeepSeek:
+        good = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"location\":\"Paris\"}"
+               "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+        other = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"tz\":\"UTC\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+        bad_args = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_times<｜tool▁sep｜>{\"tz\":\"UTC\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+        break;
       default:
         good = "<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n</function>\n</tool_call>";
         other = "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>";
@@ -213,9 +232,10 @@ TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
     const ParsedAnswer p = parse_answer(good, a);
     ASSERT_EQ(p.calls.size(), 1u);
     EXPECT_EQ(p.calls[0].name, "get_weather");
-    if (f == ToolFormat::kHermes || f == ToolFormat::kQwenXml) {
-      EXPECT_TRUE(matches(g, good + "\n" + other));  // parallel calls
-      EXPECT_EQ(parse_answer(good + "\n" + other, a).calls.size(), 2u);
+    if (f == ToolFormat::kHermes || f == ToolFormat::kQwenXml || f == ToolFormat::kMistral) {
+      const std::string two = good + (f == ToolFormat::kMistral ? "" : "\n") + other;
+      EXPECT_TRUE(matches(g, two));  // parallel calls
+      EXPECT_EQ(parse_answer(two, a).calls.size(), 2u);
     }
     // Named: that tool only; parallel off: one call.
     ToolRequest named;
@@ -228,12 +248,25 @@ TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
     EXPECT_FALSE(matches(n, good));
     EXPECT_TRUE(matches(n, other));
     EXPECT_FALSE(matches(n, other + "\n" + other));
+    EXPECT_FALSE(matches(n, other + other));
   }
-  // Formats whose markers are control tokens are refused by name, not constrained wrongly.
-  ToolRequest t;
-  ASSERT_TRUE(fields(std::string("{") + kTools + R"(, "tool_choice": "required"})", &t).ok());
-  OutputConstraint c;
-  EXPECT_EQ(tool_choice_constraint(t, ToolFormat::kHarmony, &c).message.rfind("tool_choice:", 0), 0u);
+  // "auto" in a format with a text marker: free text, or text and then valid calls.
+  for (ToolFormat f : {ToolFormat::kHermes, ToolFormat::kQwenXml}) {
+    ToolRequest t;
+    ASSERT_TRUE(fields(std::string("{") + kTools + "}", &t).ok());
+    OutputConstraint c;
+    ASSERT_TRUE(tool_choice_constraint(t, f, &c).ok());
+    ASSERT_TRUE(c.active());
+    const grammar::Grammar g = grammar::Grammar::compile(grammar::constraint_rules(c));
+    const std::string call = f == ToolFormat::kHermes
+                                 ? "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}\n</tool_call>"
+                                 : "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>";
+    EXPECT_TRUE(matches(g, "It is sunny. <tool_ca ll> is no call."));
+    EXPECT_TRUE(matches(g, ""));
+    EXPECT_TRUE(matches(g, "Let me check.\n" + call));
+    EXPECT_FALSE(matches(g, "Let me check.\n<tool_call>\n{\"name\": \"nope\"}"));
+    EXPECT_FALSE(matches(g, "Let me check.\n<tool_call> whatever </tool_call>"));
+  }
 }
 
 }  // namespace

@@ -6,8 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/gguf.h"
+#include "grammar/token_index.h"
+#include "runtime/engine.h"
 #include "test_support.h"
 #include "text/answer_parser.h"
+#include "text/tokenizer.h"
 #include "text/tool_call_scan.h"
 
 namespace kvserve {
@@ -174,10 +178,10 @@ TEST(ToolCalls, TextAroundCallsAndBrokenCalls) {
   EXPECT_EQ(d.calls[0].arguments, R"({"q":"x"})");
 }
 
-// Harmony without tools still takes the channels apart, and a stray plain answer is content.
+// Harmony takes the channels apart, with tools or without (a call then is dropped, not
+// returned), and a stray plain answer is content.
 TEST(ToolCalls, HarmonyChannels) {
   AnswerFormat h = plain(ToolFormat::kHarmony);
-  h.parse_tools = false;
   const std::string out =
       "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary to=functions.f "
       "<|constrain|>json<|message|>{\"a\": 1}<|call|>";
@@ -188,6 +192,9 @@ TEST(ToolCalls, HarmonyChannels) {
     EXPECT_EQ(p.calls[0].name, "f");
   }
   EXPECT_EQ(parse_answer("Just text.", h).content, "Just text.");
+  h.parse_tools = false;
+  EXPECT_TRUE(parse_answer(out, h).calls.empty());
+  EXPECT_EQ(parse_answer(out, h).reasoning, "Think.");
 }
 
 TEST(ToolCalls, JsonEndFindsTheValueOrWaits) {
@@ -198,6 +205,22 @@ TEST(ToolCalls, JsonEndFindsTheValueOrWaits) {
   EXPECT_EQ(json_end("12,", 0), 2u);
   EXPECT_EQ(json_end("<x>", 0), tool_calls::kBadJson);
   EXPECT_EQ(json_end(std::string(1000, '['), 0), tool_calls::kBadJson);  // too deep to be a call
+}
+
+// Formats with control-token markers: with special_text the decoder writes a control token as
+// its spelling (not one that ends generation), and the grammar's vocabulary spells it too.
+TEST(ToolCalls, ControlTokensAreSpelledForSpecialText) {
+  KVSERVE_REQUIRE_SHARED_FILE(testing::shared_model("stories260K.gguf"));
+  GgufFile file(testing::shared_model("stories260K.gguf"));
+  Tokenizer tok(file);
+  ASSERT_EQ(tok.token_kind(tok.bos_id()), TokenKind::kControl);
+  IncrementalDecoder plain_text(tok, {}), special(tok, {}, true);
+  EXPECT_EQ(plain_text.push(tok.bos_id()), "");
+  EXPECT_EQ(special.push(tok.bos_id()), tok.token_text(tok.bos_id()));
+  EXPECT_EQ(special.push(tok.eos_id()), "");  // the end is no text
+  EXPECT_EQ(make_token_index(tok)->bytes(tok.bos_id()), "");
+  EXPECT_EQ(make_token_index(tok, true)->bytes(tok.bos_id()), tok.token_text(tok.bos_id()));
+  EXPECT_EQ(make_token_index(tok, true)->bytes(tok.eos_id()), "");
 }
 
 }  // namespace

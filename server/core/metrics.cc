@@ -15,6 +15,28 @@ void metric(std::string& out, const char* type, const std::string& name, const s
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + num(value) + "\n";
 }
 
+// The Gateway API Inference Extension's model-server protocol: the series its endpoint picker
+// scrapes, under the vLLM names it reads by default, with vLLM's types and meanings.
+void model_server_protocol(const EngineStats& s, const ModelInfo& m, std::string& out) {
+  metric(out, "gauge", "vllm:num_requests_waiting", "Requests in the queue, not yet running (interactive and background).",
+         s.waiting + s.waiting_background);
+  metric(out, "gauge", "vllm:num_requests_running", "Requests in the running batch.", s.running);
+  metric(out, "gauge", "vllm:kv_cache_usage_perc", "KV-cache usage as a fraction of its blocks (1 = full).", s.kv_usage);
+  metric(out, "gauge", "vllm:gpu_cache_usage_perc", "KV-cache usage as a fraction (vLLM's older name; the cache is in RAM).",
+         s.kv_usage);
+  out += "# HELP vllm:cache_config_info The KV cache's configuration in labels.\n# TYPE vllm:cache_config_info gauge\n"
+         "vllm:cache_config_info{block_size=\"" + std::to_string(m.block_size) + "\",num_gpu_blocks=\"" +
+         std::to_string(m.num_blocks) + "\",num_cpu_blocks=\"0\",enable_prefix_caching=\"" +
+         (s.prefix_caching ? "True" : "False") + "\"} 1\n";
+  metric(out, "counter", "vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+         static_cast<double>(s.prompt_tokens_admitted));
+  metric(out, "counter", "vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+         static_cast<double>(s.prompt_tokens_from_cache));
+  metric(out, "counter", "vllm:prompt_tokens_total", "Prompt tokens computed.", static_cast<double>(s.prompt_tokens_total));
+  metric(out, "counter", "vllm:generation_tokens_total", "Tokens generated.", static_cast<double>(s.generation_tokens_total));
+  metric(out, "counter", "vllm:num_preemptions_total", "Sequences preempted.", static_cast<double>(s.preemptions_total));
+}
+
 }  // namespace
 
 void Histogram::observe(double v) {
@@ -72,6 +94,7 @@ std::string ServerMetrics::render(const EngineStats& s, const ModelInfo& m) cons
          s.prefix_cache_hit_rate);
   metric(out, "gauge", "kvserve:prefix_cache_blocks", "KV blocks registered in the prefix cache.", s.cached_blocks);
   metric(out, "gauge", "kvserve:kv_cache_blocks_total", "KV blocks in the cache.", s.blocks_total);
+  model_server_protocol(s, m, out);
   {
     std::lock_guard<std::mutex> lock(mu_);
     out += "# HELP kvserve:request_success_total Finished requests by finish reason.\n"

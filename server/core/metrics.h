@@ -1,6 +1,8 @@
-// Prometheus metrics with the names operators know from vLLM (kvserve:...), shared by every
-// front end: gauges and counters are read from the engine's stats at scrape time; latency
-// histograms are filled from each request's events as they stream.
+// Prometheus metrics with the names operators know from vLLM (kvserve:...), and the
+// Gateway API Inference Extension's model-server protocol under vLLM's own names (vllm:...),
+// shared by every front end: gauges and counters are read from the stats snapshot the engine
+// publishes each step (a scrape never waits on the engine loop); latency histograms are filled
+// from each request's events as they stream.
 #pragma once
 
 #include <chrono>

@@ -257,7 +257,7 @@ void on_connection(void* cls, MHD_Connection* c, void** socket_context, MHD_Conn
 }
 
 // Probes and scrapes come many times a second from gateways: logged at debug, not info.
-bool quiet_route(const std::string& url) { return url == "/health" || url == "/metrics"; }
+bool quiet_route(const std::string& url) { return url == "/health" || url == "/ready" || url == "/metrics"; }
 
 }  // namespace
 
@@ -396,6 +396,12 @@ bool HttpServer::handle(MHD_Connection* c, Call& call) {
   if (url == "/health") {
     if (!get) return reply(c, 405, "text/plain", "method not allowed: use GET\n") == MHD_YES;
     return (state_.shutting_down() ? reply(c, 503, "text/plain", "draining\n") : reply(c, 200, "text/plain", "ok\n")) == MHD_YES;
+  }
+  // Readiness (Kubernetes' readinessProbe, a balancer's health check): unready from the moment
+  // draining starts, while the streams still run, so that no new request is sent here.
+  if (url == "/ready") {
+    if (!get) return reply(c, 405, "text/plain", "method not allowed: use GET\n") == MHD_YES;
+    return (state_.shutting_down() ? reply(c, 503, "text/plain", "draining\n") : reply(c, 200, "text/plain", "ready\n")) == MHD_YES;
   }
   if (url == "/metrics") {
     if (options_.metrics_auth && !tenant)

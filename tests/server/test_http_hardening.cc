@@ -326,7 +326,8 @@ TEST_F(HttpHardening, WholeReplyIsCancelledWhenItsClientLeaves) {
 }
 
 // A drain that cuts generations off tells the client so: a whole reply is a 503 error object, a
-// stream ends with an error event before [DONE]; neither is a 200 with truncated text.
+// stream ends with an error event before [DONE]; neither is a 200 with truncated text. /ready
+// turns 503 as the drain starts, before the streams are cut.
 TEST_F(HttpHardening, CutOffRepliesAreErrorsNotTruncatedSuccesses) {
   server_ = std::make_unique<testing::ServerProcess>(
       with_http({"--model", slow_model(), "--set", "cache.num_blocks=512", "--set", "server.shutdown_grace_ms=300"}));
@@ -340,7 +341,11 @@ TEST_F(HttpHardening, CutOffRepliesAreErrorsNotTruncatedSuccesses) {
   std::thread a([&] { whole = http_call(port_, "POST", "/v1/completions", whole_body); });
   std::thread b([&] { streamed = http_call(port_, "POST", "/v1/completions", stream_body); });
   std::this_thread::sleep_for(700ms);
+  EXPECT_EQ(http_call(port_, "GET", "/ready").status, 200);
   server_->signal(SIGTERM);
+  // Unready from the start of the drain, while the two generations still run.
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(http_call(port_, "GET", "/ready").status, 503);
   a.join();
   b.join();
   EXPECT_EQ(whole.status, 503) << whole.body.substr(0, 300);

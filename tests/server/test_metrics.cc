@@ -175,5 +175,92 @@ TEST(Metrics, ScrapedDuringAndAfterALoad) {
   EXPECT_NE(m.find("# TYPE kvserve:time_to_first_token_seconds histogram"), std::string::npos);
 }
 
+int http_port(const testing::ServerProcess& server) {
+  int port = 0;
+  for (int i = 0; i < 100 && port == 0; ++i) {
+    std::ifstream in(server.port_file() + ".http");
+    if (!(in >> port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return port;
+}
+
+// The Gateway API Inference Extension's model-server protocol, scraped where its endpoint picker
+// scrapes (the HTTP port's /metrics) while more requests arrive than run at once: each series
+// under vLLM's name and type, the same figures as kvserve's own series in the same scrape (one
+// engine snapshot), queue and batch seen, KV usage a fraction that rises with the load and is
+// 0 again when idle, and cache_config_info the cache's real block size and count. /ready is 200.
+TEST(Metrics, ModelServerProtocolForTheInferenceGateway) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  testing::ServerProcess server({"--model", shared_model("stories260K.gguf"), "--set", "cache.num_blocks=200",
+                                 "--set", "cache.block_size=8", "--set", "scheduler.max_num_seqs=3",
+                                 "--set", "server.log_level=\"warn\""});
+  ASSERT_TRUE(server.started()) << server.log();
+  const int port = http_port(server);
+  ASSERT_GT(port, 0);
+  httplib::Client http("127.0.0.1", port);
+  auto ready = http.Get("/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  auto stub = pb::Inference::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  const int n = 9, tokens = 300;
+  std::atomic<int> done = 0;
+  std::vector<std::thread> load;
+  for (int i = 0; i < n; ++i)
+    load.emplace_back([&] {
+      pb::GenerateRequest req;
+      req.set_prompt("Once upon a time");
+      req.mutable_sampling()->set_max_new_tokens(tokens);
+      req.mutable_sampling()->set_ignore_eos(true);
+      grpc::ClientContext ctx;
+      auto reader = stub->Generate(&ctx, req);
+      pb::GenerateResponse resp;
+      while (reader->Read(&resp)) {
+      }
+      EXPECT_TRUE(reader->Finish().ok());
+      ++done;
+    });
+  double max_waiting = 0, max_running = 0, max_usage = 0;
+  int scrapes = 0;
+  while (done < n) {
+    auto res = http.Get("/metrics");
+    ASSERT_TRUE(res);
+    const std::string& m = res->body;
+    const double waiting = value_of(m, "vllm:num_requests_waiting"), running = value_of(m, "vllm:num_requests_running");
+    const double usage = value_of(m, "vllm:kv_cache_usage_perc");
+    EXPECT_EQ(waiting, value_of(m, "kvserve:num_requests_waiting") + value_of(m, "kvserve:num_requests_waiting_background"));
+    EXPECT_EQ(running, value_of(m, "kvserve:num_requests_running"));
+    EXPECT_LE(running, 3);
+    EXPECT_EQ(usage, value_of(m, "kvserve:kv_cache_usage_perc"));
+    EXPECT_EQ(usage, value_of(m, "vllm:gpu_cache_usage_perc"));
+    EXPECT_TRUE(usage >= 0 && usage <= 1) << usage;
+    max_waiting = std::max(max_waiting, waiting);
+    max_running = std::max(max_running, running);
+    max_usage = std::max(max_usage, usage);
+    ++scrapes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& t : load) t.join();
+  EXPECT_GE(max_waiting, 1) << scrapes << " scrapes";
+  EXPECT_EQ(max_running, 3);
+  EXPECT_GT(max_usage, 0);
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  const std::string& m = res->body;
+  EXPECT_EQ(value_of(m, "vllm:num_requests_waiting"), 0);
+  EXPECT_EQ(value_of(m, "vllm:num_requests_running"), 0);
+  EXPECT_EQ(value_of(m, "vllm:kv_cache_usage_perc"), 0);
+  EXPECT_EQ(value_of(m, "vllm:generation_tokens_total"), n * tokens);
+  EXPECT_EQ(value_of(m, "vllm:prompt_tokens_total"), value_of(m, "kvserve:prompt_tokens_total"));
+  EXPECT_GE(value_of(m, "vllm:prefix_cache_queries_total"), value_of(m, "vllm:prefix_cache_hits_total"));
+  EXPECT_EQ(value_of(m, "vllm:cache_config_info{block_size=\"8\",num_gpu_blocks=\"200\",num_cpu_blocks=\"0\","
+                        "enable_prefix_caching=\"True\"}"),
+            1);
+  for (const char* g : {"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+                        "vllm:cache_config_info"})
+    EXPECT_NE(m.find(std::string("# TYPE ") + g + " gauge\n"), std::string::npos) << g;
+  for (const char* c : {"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:generation_tokens_total"})
+    EXPECT_NE(m.find(std::string("# TYPE ") + c + " counter\n"), std::string::npos) << c;
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -15,7 +15,7 @@ RUN cmake -S /src -B /build -DCMAKE_BUILD_TYPE=Release -DKVSERVE_NATIVE=OFF \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libgrpc++1.51 libprotobuf32 libdnnl2 libspdlog1.10 \
-      libfmt9 libpcre2-8-0 libgomp1 libmicrohttpd12 libcpp-httplib0.11 ca-certificates \
+      libfmt9 libpcre2-8-0 libgomp1 libmicrohttpd12 libcpp-httplib0.11 libzmq5 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home kvserve
 COPY --from=build /build/server/kvserve /build/clients/kvserve-cli /build/engine/kvserve-mkmodel /usr/local/bin/

@@ -14,13 +14,15 @@ set -euo pipefail
 #   libcpp-httplib-dev: the HTTP client in the metrics tests.
 #   ccache: keeps rebuilds in CI and on developer machines short.
 #   zlib1g-dev: the head atlas page (kvserve-cli inspect --html) deflates its attention weights.
+#   libzmq3-dev: ZeroMQ, over which the KV-cache events are published (server.kv_events_endpoint),
+#     as vLLM publishes them for llm-d's prefix-cache routing.
 #   ocl-icd-opencl-dev: only a "Recommends" of libdnnl-dev, but Debian's oneDNN CMake package
 #     requires OpenCL to be found (a bare bookworm image fails at cmake without it).
 KVSERVE_BUILD_PACKAGES=(
   cmake g++ make ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libgtest-dev libpcre2-dev libcli11-dev
-  libcpp-httplib-dev libmicrohttpd-dev zlib1g-dev
+  libcpp-httplib-dev libmicrohttpd-dev zlib1g-dev libzmq3-dev
   python3
 )
 # Test dependencies.
@@ -37,10 +39,11 @@ KVSERVE_BUILD_PACKAGES=(
 #   pre-tokenizer patterns (tests/tools/test_pre_tokenizer_regex.py). python3-jinja2: the reference
 #   renderer of chat templates on conversations not in shared/ (tests/tools/test_chat_template_jinja2.py).
 #   python3-jsonschema: the independent validator of JSON-Schema-constrained outputs
-#   (tests/tools/test_constrained_outputs.py).
+#   (tests/tools/test_constrained_outputs.py). python3-zmq, python3-msgpack: the KV-event
+#   subscriber that rebuilds the server's prefix-cache index (tests/tools/test_kv_events.py).
 KVSERVE_TEST_PACKAGES=(
   python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex python3-jinja2 python3-jsonschema
-  curl
+  python3-zmq python3-msgpack curl
 )
 # The container test: builds and runs the Dockerfile without a Docker daemon.
 KVSERVE_CONTAINER_PACKAGES=(buildah podman runc debootstrap uidmap slirp4netns fuse-overlayfs)

@@ -24,6 +24,7 @@
 #include "runtime/cpu_budget.h"
 #include "runtime/engine.h"
 #include "inference_service.h"
+#include "kv_event_publisher.h"
 #include "metrics.h"
 #include "server_options.h"
 
@@ -216,6 +217,21 @@ int main(int argc, char** argv) {
   spdlog::info("model loaded and cache allocated in {:.1f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
   log_startup(*engine);
+  if (!cfg.server.kv_events_endpoint.empty()) {
+    try {
+      auto publisher = std::make_shared<kvserve::KvEventPublisher>(cfg.server.kv_events_endpoint, cfg.server.kv_events_topic);
+      spdlog::info("KV-cache events (vLLM's format) published on {}{}", publisher->bound_endpoint(),
+                   cfg.server.kv_events_topic.empty() ? "" : ", topic \"" + cfg.server.kv_events_topic + "\"");
+      if (!cfg.server.port_file.empty()) {
+        const std::string& b = publisher->bound_endpoint();
+        std::ofstream(cfg.server.port_file + ".kvevents") << b.substr(b.rfind(':') + 1) << "\n";
+      }
+      engine->set_kv_event_listener(std::move(publisher));
+    } catch (const std::exception& e) {
+      spdlog::error("cannot start: {}", e.what());
+      return 2;
+    }
+  }
   // Only logged: libgomp reads it before main. Unset means libgomp's long default spin, which
   // costs nothing on cores of the server's own but starves any process sharing them.
   const char* spin = std::getenv("GOMP_SPINCOUNT");

@@ -99,7 +99,8 @@ ServeConfig serve_config_from_json(const json& config) {
         {"port_file", &ServerOptions::port_file},     {"tls_cert_file", &ServerOptions::tls_cert_file},
         {"tls_key_file", &ServerOptions::tls_key_file}, {"auth_token_file", &ServerOptions::auth_token_file},
         {"metrics_listen", &ServerOptions::metrics_listen}, {"reflection", &ServerOptions::reflection},
-        {"http_listen", &ServerOptions::http_listen}};
+        {"http_listen", &ServerOptions::http_listen}, {"kv_events_endpoint", &ServerOptions::kv_events_endpoint},
+        {"kv_events_topic", &ServerOptions::kv_events_topic}};
     if (auto it = strings.find(k); it != strings.end()) {
       if (!v.is_string()) throw ConfigError(field + ": expected a string, got " + v.dump());
       c.server.*(it->second) = v.get<std::string>();
@@ -139,6 +140,9 @@ ServeConfig serve_config_from_json(const json& config) {
   check_host_port("server.listen", c.server.listen);
   if (!c.server.metrics_listen.empty()) check_host_port("server.metrics_listen", c.server.metrics_listen);
   if (!c.server.http_listen.empty()) check_host_port("server.http_listen", c.server.http_listen);
+  if (const std::string& e = c.server.kv_events_endpoint;
+      !e.empty() && e.rfind("tcp://", 0) != 0 && e.rfind("ipc://", 0) != 0 && e.rfind("inproc://", 0) != 0)
+    throw ConfigError("server.kv_events_endpoint: expected a ZeroMQ address (tcp://HOST:PORT or ipc://PATH), got '" + e + "'");
   if (c.server.reflection != "auto" && c.server.reflection != "on" && c.server.reflection != "off")
     throw ConfigError("server.reflection: expected \"auto\", \"on\" or \"off\", got '" + c.server.reflection + "'");
   static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};

@@ -36,6 +36,11 @@ struct ServerOptions {
   std::string reflection = "auto";
   std::string auth_token_file;             // if set: bearer tokens, one per line, required on every
                                            // kvserve.v1 call ("authorization: Bearer <token>")
+  // ZeroMQ address where the prefix cache's changes are published as vLLM's KV events (for
+  // llm-d's precise prefix routing): "tcp://*:5557", "tcp://127.0.0.1:*" (any free port),
+  // "ipc:///path"; "" = off.
+  std::string kv_events_endpoint;
+  std::string kv_events_topic;             // the first part of every event message ("" as vLLM's default)
 };
 
 struct ServeConfig {

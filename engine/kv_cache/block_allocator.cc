@@ -26,6 +26,7 @@ BlockAllocator::BlockAllocator(int32_t num_blocks) : ref_counts_(num_blocks, 0) 
 void BlockAllocator::uncache(int32_t block) {
   auto it = cached_.find(block);
   if (it == cached_.end()) return;
+  if (recording_ && it->second.announce) events_.push_back({CacheEvent::Kind::kRemoved, it->second.hash, 0, {}});
   if (it->second.on_lru) lru_.erase(it->second.lru_pos);
   by_hash_.erase(it->second.hash);
   cached_.erase(it);
@@ -83,13 +84,15 @@ int32_t BlockAllocator::lookup(uint64_t hash, uint64_t parent, const int32_t* to
 }
 
 void BlockAllocator::register_block(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens,
-                                    int32_t n) {
+                                    int32_t n, bool announce) {
   if (ref_counts_.at(block) <= 0) throw std::logic_error("register of unheld KV block " + std::to_string(block));
   if (by_hash_.count(hash) || cached_.count(block)) return;
   CacheEntry e;
   e.hash = hash;
   e.parent = parent;
   e.tokens.assign(tokens, tokens + n);
+  e.announce = announce;
+  if (recording_ && announce) events_.push_back({CacheEvent::Kind::kStored, hash, parent, e.tokens});
   cached_.emplace(block, std::move(e));
   by_hash_.emplace(hash, block);
 }

@@ -11,12 +11,22 @@
 #include <cstdint>
 #include <list>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace kvserve {
 
 // The chained hash of one full block: its parent's hash and its tokens.
 uint64_t block_hash(uint64_t parent, const int32_t* tokens, int32_t n);
+
+// A change to the set of cached blocks, for those who follow it from outside (KV events).
+struct CacheEvent {
+  enum class Kind : uint8_t { kStored, kRemoved };
+  Kind kind = Kind::kStored;
+  uint64_t hash = 0;
+  uint64_t parent = 0;          // kStored: the chained hash of the block before (0: none)
+  std::vector<int32_t> tokens;  // kStored: the block's tokens
+};
 
 class BlockAllocator {
  public:
@@ -33,7 +43,13 @@ class BlockAllocator {
   // The cached block for this chained hash whose parent and tokens match exactly; -1 if none.
   int32_t lookup(uint64_t hash, uint64_t parent, const int32_t* tokens, int32_t n) const;
   // Registers a held, full, computed block under `hash`. A hash already cached keeps its block.
-  void register_block(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens, int32_t n);
+  // announce: its storing and eviction are recorded as events (when recording is on).
+  void register_block(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens, int32_t n,
+                      bool announce = true);
+
+  // From now on, keep the events of announced blocks until take_events().
+  void record_events() { recording_ = true; }
+  std::vector<CacheEvent> take_events() { return std::exchange(events_, {}); }
 
   int32_t num_blocks() const { return static_cast<int32_t>(ref_counts_.size()); }
   // Blocks an allocate() can produce: truly free plus unreferenced cached ones.
@@ -54,6 +70,7 @@ class BlockAllocator {
     std::vector<int32_t> tokens;
     std::list<int32_t>::iterator lru_pos;
     bool on_lru = false;
+    bool announce = true;
   };
   void uncache(int32_t block);
 
@@ -63,6 +80,8 @@ class BlockAllocator {
   std::unordered_map<int32_t, CacheEntry> cached_;   // block -> its entry
   std::unordered_map<uint64_t, int32_t> by_hash_;    // hash -> block
   int64_t evictions_ = 0;
+  bool recording_ = false;
+  std::vector<CacheEvent> events_;
 };
 
 }  // namespace kvserve

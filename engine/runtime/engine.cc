@@ -385,17 +385,28 @@ void Engine::take_inbox(std::vector<Message>& msgs) {
   }
 }
 
+void Engine::set_kv_event_listener(std::shared_ptr<KvEventListener> listener) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kv_listener_ = std::move(listener);
+  }
+  wake_.notify_one();
+}
+
 void Engine::loop() {
   std::vector<Message> msgs;
+  std::shared_ptr<KvEventListener> kv_listener;
   for (;;) {
     bool stopping;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return !inbox_.empty() || stop_ || !seqs_.empty(); });
+      wake_.wait(lock, [&] { return !inbox_.empty() || stop_ || !seqs_.empty() || kv_listener != kv_listener_; });
       msgs.swap(inbox_);
       inbox_submits_ = 0;
       inbox_sequences_ = 0;
       stopping = stop_;
+      if (kv_listener_ && !kv_listener) alloc_->record_events();
+      kv_listener = kv_listener_;
     }
     take_inbox(msgs);
     msgs.clear();
@@ -404,6 +415,12 @@ void Engine::loop() {
     if (!seqs_.empty()) step();
     live_ = static_cast<int32_t>(seqs_.size());
     waiting_ = static_cast<int32_t>(scheduler_->waiting().size());
+    if (std::vector<CacheEvent> events = alloc_->take_events(); kv_listener) {
+      if (!events.empty()) {
+        const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        kv_listener->on_kv_events({now, options_.cache.block_size, std::move(events)});
+      }
+    }
     publish_stats();
     if (live_ == 0) idle_.notify_all();
   }

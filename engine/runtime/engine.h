@@ -25,6 +25,7 @@
 #include "model/model.h"
 #include "common/request.h"
 #include "runtime/scheduler.h"
+#include "runtime/kv_events.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -123,6 +124,8 @@ class Engine {
   // Aborts a request at the next step (its final event says kCancelled); unknown ids are ignored.
   void cancel(uint64_t id);
   EngineStats stats() const;
+  // Follows the prefix cache's changes from the next step on (null: stop); any thread.
+  void set_kv_event_listener(std::shared_ptr<KvEventListener> listener);
   // Stops accepting; with kDrain waits up to `grace` for requests in flight, then cancels what
   // is left and stops the loop. Idempotent.
   void shutdown(Shutdown mode, std::chrono::milliseconds grace = std::chrono::milliseconds(0));
@@ -183,6 +186,7 @@ class Engine {
   std::vector<float> scratch_logits_;
   std::unique_ptr<grammar::GrammarCache> grammars_;  // compiled constraints over this vocabulary
   std::unique_ptr<grammar::GrammarCache> special_grammars_;  // the same with control tokens spelled
+  std::shared_ptr<KvEventListener> kv_listener_;  // under mu_; the loop takes a copy each turn
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, steps_total_ = 0;
 
   // Shared with callers.

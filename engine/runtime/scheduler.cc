@@ -85,7 +85,7 @@ void Scheduler::register_computed_blocks(Sequence* seq) {
     const uint64_t h = block_hash(parent, toks, block_size_);
     for (int32_t g = 0; g < layout_.n_groups(); ++g)
       if (const int32_t b = seq->tables[g].blocks()[i]; b != BlockTable::kReleased)
-        alloc_.register_block(b, group_key(h, g), group_key(parent, g), toks, block_size_);
+        alloc_.register_block(b, group_key(h, g), group_key(parent, g), toks, block_size_, g == 0);
     seq->block_hashes.push_back(h);
   }
 }

@@ -338,5 +338,34 @@ TEST_F(SchedulerTest, WindowedGroupsReleaseTheirBlocksWhileTheFullGroupKeepsItsO
   EXPECT_EQ(alloc_->num_used(), 0);
 }
 
+// The allocator's events, once recording: a registered block is stored (with its parent and
+// tokens), an evicted one removed; a block registered unannounced (a later layer group) is
+// neither; a block whose hash is already cached is not stored twice.
+TEST(BlockAllocatorEvents, StoredOnRegisterRemovedOnEviction) {
+  BlockAllocator a(2);
+  a.record_events();
+  const int32_t toks[4] = {1, 2, 3, 4};
+  const int32_t b0 = a.allocate(), b1 = a.allocate();
+  a.register_block(b0, 11, 0, toks, 4);
+  a.register_block(b1, 12, 11, toks, 4, /*announce=*/false);
+  a.register_block(b1, 11, 0, toks, 4);  // hash 11 is cached already
+  std::vector<CacheEvent> e = a.take_events();
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, CacheEvent::Kind::kStored);
+  EXPECT_EQ(e[0].hash, 11u);
+  EXPECT_EQ(e[0].parent, 0u);
+  EXPECT_EQ(e[0].tokens, std::vector<int32_t>(toks, toks + 4));
+  a.release(b0);
+  a.release(b1);
+  EXPECT_TRUE(a.take_events().empty());  // kept cached, not removed
+  a.allocate();                           // evicts the least recently used: b0 (hash 11)
+  a.allocate();                           // evicts b1, which was never announced
+  e = a.take_events();
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, CacheEvent::Kind::kRemoved);
+  EXPECT_EQ(e[0].hash, 11u);
+  EXPECT_TRUE(a.consistent());
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -41,9 +41,11 @@ KVSERVE_BUILD_PACKAGES=(
 #   python3-jsonschema: the independent validator of JSON-Schema-constrained outputs
 #   (tests/tools/test_constrained_outputs.py). python3-zmq, python3-msgpack: the KV-event
 #   subscriber that rebuilds the server's prefix-cache index (tests/tools/test_kv_events.py).
+#   haproxy: the load balancer of scripts/replicas.sh (its test, tests/tools/replicas_test.sh,
+#   and scripts/bench-replicas.sh).
 KVSERVE_TEST_PACKAGES=(
   python3-grpcio python3-protobuf python3-yaml openssl clang libclang-rt-14-dev chromium python3-regex python3-jinja2 python3-jsonschema
-  python3-zmq python3-msgpack curl
+  python3-zmq python3-msgpack haproxy curl
 )
 # The container test: builds and runs the Dockerfile without a Docker daemon.
 KVSERVE_CONTAINER_PACKAGES=(buildah podman runc debootstrap uidmap slirp4netns fuse-overlayfs)

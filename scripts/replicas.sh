@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# N kvserve replicas on this machine behind HAProxy (Debian's), which health-checks each
+# replica's /ready (unready as soon as it drains) and retries a request that never reached a
+# replica (connection refused, a 503 from a draining one) on another. Two modes:
+#   roundrobin  requests in turn
+#   prefix      prefix affinity: consistent hashing on the request body's first bytes (the model
+#               and the prompt's start, where a shared system prompt is), so requests that share
+#               a prefix land on the replica that has it cached, with bounded loads (no replica
+#               past --balance-factor percent of the mean of open requests, 150 by default); a
+#               replica that goes away moves only its own share
+# Runs in the foreground until SIGINT or SIGTERM, then stops everything. Files in --dir:
+# haproxy.cfg, rK.log, rK.pid (K = 0..N-1), and "ready" once the balancer and every replica are up.
+# Usage: scripts/replicas.sh --model PATH [--replicas 3] [--mode prefix] [--port 8100] [--base-port 18100]
+#                            [--key-bytes 512] [--balance-factor 150] [--dir /tmp/kvserve-replicas]
+#                            [-- SERVER ARGS...]
+# Replica K serves gRPC on base-port+2K and HTTP on base-port+2K+1 (scripts/bench-replicas.sh
+# restarts one there).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${KVSERVE_BUILD_DIR:-$root/build}"
+replicas=3 mode=prefix port=8100 base=18100 key_bytes=512 dir=/tmp/kvserve-replicas model="" balance_factor=150
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --replicas) replicas=$2; shift 2 ;;
+    --mode) mode=$2; shift 2 ;;
+    --port) port=$2; shift 2 ;;
+    --base-port) base=$2; shift 2 ;;
+    --key-bytes) key_bytes=$2; shift 2 ;;
+    --balance-factor) balance_factor=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "replicas.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$model" ] || { echo "replicas.sh: --model is required" >&2; exit 2; }
+case "$mode" in roundrobin) balance="balance roundrobin" ;;
+  prefix) balance="balance hash req.body,bytes(0,$key_bytes)
+  hash-type consistent
+  # Bounded loads: a replica takes a key's requests unless it already has balance-factor
+  # percent of the mean of open requests, then the next one on the ring does (a few hot
+  # prefixes cannot swamp one).
+  hash-balance-factor $balance_factor" ;;
+  *) echo "replicas.sh: --mode is roundrobin or prefix" >&2; exit 2 ;;
+esac
+command -v haproxy > /dev/null || { echo "replicas.sh: haproxy is not installed (scripts/deps.sh --test)" >&2; exit 2; }
+mkdir -p "$dir"
+rm -f "$dir/ready"
+pids=()
+stop() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for f in "$dir"/r*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop EXIT
+trap 'exit 0' INT TERM
+servers=""
+for k in $(seq 0 $((replicas - 1))); do
+  g=$((base + 2 * k)) h=$((base + 2 * k + 1))
+  "$build/server/kvserve" --model "$model" --listen "127.0.0.1:$g" --set "server.http_listen=\"127.0.0.1:$h\"" \
+    --set 'server.metrics_listen=""' --set 'server.log_level="warn"' "$@" > "$dir/r$k.log" 2>&1 &
+  echo $! > "$dir/r$k.pid"
+  servers+="  server r$k 127.0.0.1:$h check
+"
+done
+cat > "$dir/haproxy.cfg" <<CFG
+global
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 1s
+  timeout client 300s
+  timeout server 300s
+  timeout http-request 30s
+  # A request that never reached a replica (refused connection, a draining replica's 503) goes
+  # to another; one a replica began answering is never sent twice.
+  retries 3
+  option redispatch 1
+  retry-on conn-failure empty-response 503
+frontend openai
+  bind 127.0.0.1:$port
+  default_backend kvserve
+backend kvserve
+  $balance
+  option http-buffer-request
+  option httpchk GET /ready
+  http-check expect status 200
+  default-server inter 300ms fall 1 rise 2
+  http-response set-header X-Kvserve-Replica %s
+$servers
+CFG
+for k in $(seq 0 $((replicas - 1))); do
+  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$((base + 2 * k + 1))/ready" > /dev/null && break; sleep 0.1; done
+  curl -sf "http://127.0.0.1:$((base + 2 * k + 1))/ready" > /dev/null || { echo "replica $k did not start:"; cat "$dir/r$k.log"; exit 1; }
+done
+haproxy -f "$dir/haproxy.cfg" -db > "$dir/haproxy.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/ready" > /dev/null && break; sleep 0.1; done
+echo "$replicas replicas ($mode) behind http://127.0.0.1:$port" | tee "$dir/ready"
+wait "${pids[0]}"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# scripts/replicas.sh in both modes: 2 replicas of stories260K behind HAProxy answer through the
+# balancer (prefix mode: the same prompt start goes to the same replica); after one replica is
+# SIGKILLed every request still succeeds (refused connections retried on the other, the dead
+# one dropped by its health check). Exit 77 (skipped) without haproxy or the model, unless
+# REQUIRE is 1. Usage: replicas_test.sh SOURCE_DIR BUILD_DIR SHARED_MODELS_DIR REQUIRE(0|1)
+set -euo pipefail
+src="$1" build="$2" models="$3" require="$4"
+skip() { echo "$1"; [ "$require" = 1 ] && exit 1; exit 77; }
+[ -f "$models/stories260K.gguf" ] || skip "test data $models/stories260K.gguf not found"
+command -v haproxy > /dev/null || skip "haproxy not installed (scripts/deps.sh --test)"
+dir=$(mktemp -d)
+base=$((20000 + ($$ % 2000) * 8)) port=$((base + 6))
+rp=""
+cleanup() { [ -n "$rp" ] && kill -TERM "$rp" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$dir"; }
+trap cleanup EXIT
+ask() {  # ask PROMPT: the replica that answered, or "failed"
+  local out
+  out=$(curl -s -D - -o "$dir/body" -w "%{http_code}" "http://127.0.0.1:$port/v1/completions" \
+    -d "{\"model\":\"stories260K\",\"prompt\":\"$1\",\"max_tokens\":4}") || { echo failed; return; }
+  [ "${out: -3}" = 200 ] && grep -q '"finish_reason"' "$dir/body" || { echo failed; return; }
+  echo "$out" | tr -d '\r' | sed -n 's/^x-kvserve-replica: //Ip'
+}
+for mode in roundrobin prefix; do
+  rm -f "$dir/ready"
+  "$src/scripts/replicas.sh" --model "$models/stories260K.gguf" --replicas 2 --mode "$mode" --port "$port" \
+    --base-port "$base" --key-bytes 40 --dir "$dir" -- --set cache.num_blocks=64 > "$dir/replicas.log" 2>&1 &
+  rp=$!
+  for _ in $(seq 300); do [ -f "$dir/ready" ] && break; sleep 0.1; done
+  [ -f "$dir/ready" ] || { cat "$dir/replicas.log"; exit 1; }
+  seen=""
+  for i in $(seq 8); do
+    r=$(ask "Once upon a time $i")
+    [ "$r" != failed ] || { echo "$mode: request $i failed"; cat "$dir/haproxy.log"; exit 1; }
+    seen+="$r "
+  done
+  if [ "$mode" = roundrobin ]; then
+    [ "$(echo "$seen" | tr ' ' '\n' | sort -u | grep -c r)" = 2 ] || { echo "round robin used one replica: $seen"; exit 1; }
+  else
+    # The key is the body's first 40 bytes: the model and the prompt's start, the same for all 8.
+    [ "$(echo "$seen" | tr ' ' '\n' | sort -u | grep -c r)" = 1 ] || { echo "prefix affinity spread one prefix: $seen"; exit 1; }
+  fi
+  kill -KILL "$(cat "$dir/r1.pid")"
+  for i in $(seq 12); do
+    r=$(ask "After the kill $i")
+    [ "$r" = r0 ] || { echo "$mode: after r1 was killed, request $i: $r"; cat "$dir/haproxy.log"; exit 1; }
+  done
+  kill -TERM "$rp"; wait "$rp" 2>/dev/null || true
+  rp=""
+done
+echo "replicas: round robin over both, prefix affinity kept one prompt start on one replica; after a SIGKILL every request answered by the survivor"

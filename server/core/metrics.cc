@@ -1,5 +1,6 @@
 #include "core/metrics.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace kvserve {
@@ -35,6 +36,13 @@ void model_server_protocol(const EngineStats& s, const ModelInfo& m, std::string
   metric(out, "counter", "vllm:prompt_tokens_total", "Prompt tokens computed.", static_cast<double>(s.prompt_tokens_total));
   metric(out, "counter", "vllm:generation_tokens_total", "Tokens generated.", static_cast<double>(s.generation_tokens_total));
   metric(out, "counter", "vllm:num_preemptions_total", "Sequences preempted.", static_cast<double>(s.preemptions_total));
+  // LoRA adapters: none are served. The endpoint picker (v1.5 on) reads this series for every
+  // vLLM-type server and counts one without it as unhealthy; its value is when it was written.
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  out += "# HELP vllm:lora_requests_info LoRA adapters running and waiting (none are served here).\n"
+         "# TYPE vllm:lora_requests_info gauge\n"
+         "vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} " +
+         num(now) + "\n";
 }
 
 }  // namespace

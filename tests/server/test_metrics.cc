@@ -255,8 +255,12 @@ TEST(Metrics, ModelServerProtocolForTheInferenceGateway) {
   EXPECT_EQ(value_of(m, "vllm:cache_config_info{block_size=\"8\",num_gpu_blocks=\"200\",num_cpu_blocks=\"0\","
                         "enable_prefix_caching=\"True\"}"),
             1);
+  // No LoRA adapters, said as the endpoint picker wants it said; the value is a recent time.
+  const double lora = value_of(m, "vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"}");
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_NEAR(lora, now, 60);
   for (const char* g : {"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
-                        "vllm:cache_config_info"})
+                        "vllm:cache_config_info", "vllm:lora_requests_info"})
     EXPECT_NE(m.find(std::string("# TYPE ") + g + " gauge\n"), std::string::npos) << g;
   for (const char* c : {"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:generation_tokens_total"})
     EXPECT_NE(m.find(std::string("# TYPE ") + c + " counter\n"), std::string::npos) << c;

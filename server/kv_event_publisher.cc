@@ -88,7 +88,11 @@ KvEventPublisher::KvEventPublisher(const std::string& endpoint, std::string topi
   context_ = zmq_ctx_new();
   socket_ = context_ ? zmq_socket(context_, ZMQ_PUB) : nullptr;
   const int linger = 0;
+  // ZeroMQ drops messages for a subscriber past the high-water mark (1,000 by default): a
+  // subscriber that falls a few seconds behind a busy engine would lose events.
+  const int high_water = 100000;
   if (!socket_ || zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
+      zmq_setsockopt(socket_, ZMQ_SNDHWM, &high_water, sizeof(high_water)) != 0 ||
       zmq_bind(socket_, endpoint.c_str()) != 0) {
     const std::string why = zmq_strerror(zmq_errno());
     if (socket_) zmq_close(socket_);

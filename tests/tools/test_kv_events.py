@@ -104,6 +104,7 @@ class Index:
 def subscribe(zmq, msgpack, port, index, stop):
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.RCVHWM, 0)  # keep every message however far behind this thread falls
     sub.setsockopt(zmq.SUBSCRIBE, b"")
     sub.setsockopt(zmq.RCVTIMEO, 200)
     sub.connect(f"tcp://127.0.0.1:{port}")
@@ -132,10 +133,20 @@ def metric(http, name):
     return None
 
 
-def quiet(index, seconds=0.4):
-    """Waits until no batch has come for a while (the server has published everything)."""
-    while time.time() - index.last_message < seconds:
+def quiet(index, http, seconds=0.4, limit=10.0):
+    """Waits until no batch has come for a while and the index holds as many blocks as the server
+    says it caches (on a loaded machine the publisher's thread may lag the engine), or the limit."""
+    end = time.time() + limit
+    while time.time() < end:
+        if time.time() - index.last_message >= seconds:
+            with index.lock:
+                held = len(index.blocks)
+            if held == metric(http, "kvserve:prefix_cache_blocks"):
+                return
         time.sleep(0.05)
+    index.errors.append(f"the index never came to hold what the server caches ({len(index.blocks)} against "
+                        f"{metric(http, 'kvserve:prefix_cache_blocks')}), last sequence {index.last_seq}")
+    raise TimeoutError(index.errors[-1])
 
 
 def main():
@@ -164,7 +175,7 @@ def main():
         http, kv = int(open(port_file + ".http").read()), int(open(port_file + ".kvevents").read())
         sub = threading.Thread(target=subscribe, args=(zmq, msgpack, kv, index, stop))
         sub.start()
-        time.sleep(1.0)  # the subscription reaches the publisher before any event is due
+        time.sleep(2.0)  # the subscription reaches the publisher before any event is due
 
         rng = random.Random(7)
         systems = [[rng.randrange(3, 512) for _ in range(rng.randrange(40, 100))] for _ in range(6)]
@@ -179,7 +190,7 @@ def main():
         requests = 1000
         with ThreadPoolExecutor(12) as pool:
             hits = sum(1 for c in pool.map(one, range(requests)) if c > 0)
-        quiet(index)
+        quiet(index, http)
         preemptions = metric(http, "kvserve:num_preemptions_total")
         cached = metric(http, "kvserve:prefix_cache_blocks")
         failures = list(index.errors)
@@ -198,14 +209,14 @@ def main():
             prompt = base[:r.randrange(8, len(base) + 1)] + [r.randrange(3, 512) for _ in range(r.randrange(0, 20))]
             if len(prompt) < 2:
                 continue
-            quiet(index)
+            quiet(index, http)
             want = index.predict(prompt)
             got = post(http, "/v1/completions", {"model": "stories260K", "prompt": prompt, "max_tokens": 1,
                                                  "temperature": 0})["usage"]["prompt_tokens_details"]["cached_tokens"]
             if got != want:
                 failures.append(f"probe {i} ({len(prompt)} tokens): the index predicts {want} cached, the server has {got}")
             probes += 1
-        quiet(index)
+        quiet(index, http)
         after = metric(http, "kvserve:prefix_cache_blocks")
         if len(index.blocks) != after:
             failures.append(f"after the probes the index holds {len(index.blocks)} blocks, the server {after}")

@@ -95,6 +95,11 @@ for k in $(seq 0 $((replicas - 1))); do
 done
 haproxy -f "$dir/haproxy.cfg" -db > "$dir/haproxy.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/ready" > /dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do
+  curl -sf --max-time 2 "http://127.0.0.1:$port/ready" > /dev/null || ! kill -0 "${pids[0]}" 2>/dev/null && break
+  sleep 0.1
+done
+# "ready" is written only when the balancer answers (its port may have been taken).
+curl -sf --max-time 2 "http://127.0.0.1:$port/ready" > /dev/null || { echo "haproxy did not start:"; cat "$dir/haproxy.log"; exit 1; }
 echo "$replicas replicas ($mode) behind http://127.0.0.1:$port" | tee "$dir/ready"
 wait "${pids[0]}"

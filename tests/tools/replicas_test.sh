@@ -10,7 +10,7 @@ skip() { echo "$1"; [ "$require" = 1 ] && exit 1; exit 77; }
 [ -f "$models/stories260K.gguf" ] || skip "test data $models/stories260K.gguf not found"
 command -v haproxy > /dev/null || skip "haproxy not installed (scripts/deps.sh --test)"
 dir=$(mktemp -d)
-base=$((20000 + ($$ % 2000) * 8)) port=$((base + 6))
+base=0 port=0
 rp=""
 cleanup() { [ -n "$rp" ] && kill -TERM "$rp" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
@@ -21,13 +21,26 @@ ask() {  # ask PROMPT: the replica that answered, or "failed"
   [ "${out: -3}" = 200 ] && grep -q '"finish_reason"' "$dir/body" || { echo failed; return; }
   echo "$out" | tr -d '\r' | sed -n 's/^x-kvserve-replica: //Ip'
 }
+# Ports below the kernel's ephemeral range (32768 up), so no client connection of another test
+# holds one; a block some other program took anyway is retried with another, up to 3 times.
+start() {  # start MODE: replicas.sh running as $rp with its balancer up, or exit 1
+  local attempt
+  for attempt in 1 2 3; do
+    base=$((20000 + RANDOM % 1500 * 8)) port=$((base + 6))
+    rm -f "$dir/ready"
+    "$src/scripts/replicas.sh" --model "$models/stories260K.gguf" --replicas 2 --mode "$1" --port "$port" \
+      --base-port "$base" --key-bytes 40 --dir "$dir" -- --set cache.num_blocks=64 > "$dir/replicas.log" 2>&1 &
+    rp=$!
+    for _ in $(seq 300); do [ -f "$dir/ready" ] || ! kill -0 "$rp" 2>/dev/null && break; sleep 0.1; done
+    [ -f "$dir/ready" ] && return
+    kill -TERM "$rp" 2>/dev/null || true; wait "$rp" 2>/dev/null || true
+    rp=""
+    echo "$1: attempt $attempt on ports $base-$port did not start:"; cat "$dir/replicas.log"
+  done
+  exit 1
+}
 for mode in roundrobin prefix; do
-  rm -f "$dir/ready"
-  "$src/scripts/replicas.sh" --model "$models/stories260K.gguf" --replicas 2 --mode "$mode" --port "$port" \
-    --base-port "$base" --key-bytes 40 --dir "$dir" -- --set cache.num_blocks=64 > "$dir/replicas.log" 2>&1 &
-  rp=$!
-  for _ in $(seq 300); do [ -f "$dir/ready" ] && break; sleep 0.1; done
-  [ -f "$dir/ready" ] || { cat "$dir/replicas.log"; exit 1; }
+  start "$mode"
   seen=""
   for i in $(seq 8); do
     r=$(ask "Once upon a time $i")

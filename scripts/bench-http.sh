@@ -11,17 +11,9 @@ quick=0; [ "${1:-}" = --quick ] && quick=1
 mkdir -p "$out"
 export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-3000}"
 cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-bench kvserve-mkmodel > /dev/null
-model="$build/models/bench-d768-l12-h12-kv12-f2048-v32000-f32.gguf"
-[ -f "$model" ] || "$build/engine/kvserve-mkmodel" --out "$model" --dim 768 --layers 12 --heads 12 --kv-heads 12 \
-  --ffn 2048 --vocab 32000 --context 2048 > /dev/null
-rm -f "$out/http-port" "$out/http-port.http"
-"$build/server/kvserve" --model "$model" --listen 127.0.0.1:0 --port-file "$out/http-port" \
-  --set cache.memory_bytes='"2GiB"' --set scheduler.max_num_batched_tokens=512 --set server.metrics_listen='""' \
-  --set server.http_listen='"127.0.0.1:0"' --set 'server.log_level="warn"' > "$out/server-http.log" 2>&1 &
-pid=$!
-trap 'kill -TERM "$pid" 2>/dev/null || true' EXIT
-for _ in $(seq 1200); do [ -f "$out/http-port.http" ] && break; sleep 0.1; done
-grpc="127.0.0.1:$(cat "$out/http-port")" http="127.0.0.1:$(cat "$out/http-port.http")"
+. "$root/scripts/bench-common.sh"
+start_server http "$(synthetic_model 768 12 12 2048)" --set cache.memory_bytes='"2GiB"' \
+  --set scheduler.max_num_batched_tokens=512
 rounds=2; [ "$quick" = 1 ] && rounds=1
 for round in $(seq "$rounds"); do
   for c in 1 4 16; do

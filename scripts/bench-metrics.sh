@@ -11,17 +11,10 @@ out="$root/bench-results"
 quick=0; [ "${1:-}" = --quick ] && quick=1
 mkdir -p "$out"
 cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-bench kvserve-mkmodel > /dev/null
-model="$build/models/bench-d768-l12-h12-kv12-f2048-v32000-f32.gguf"
-[ -f "$model" ] || "$build/engine/kvserve-mkmodel" --out "$model" --dim 768 --layers 12 --heads 12 --kv-heads 12 \
-  --ffn 2048 --vocab 32000 --context 2048 > /dev/null
-rm -f "$out/metrics-port" "$out/metrics-port.http"
-"$build/server/kvserve" --model "$model" --listen 127.0.0.1:0 --port-file "$out/metrics-port" \
-  --set cache.memory_bytes='"2GiB"' --set scheduler.max_num_seqs=12 --set server.metrics_listen='""' \
-  --set server.http_listen='"127.0.0.1:0"' --set 'server.log_level="warn"' > "$out/server-metrics.log" 2>&1 &
-pid=$!
-trap 'kill -TERM "$pid" 2>/dev/null || true' EXIT
-for _ in $(seq 1200); do [ -f "$out/metrics-port.http" ] && break; sleep 0.1; done
-grpc="127.0.0.1:$(cat "$out/metrics-port")" url="http://127.0.0.1:$(cat "$out/metrics-port.http")/metrics"
+. "$root/scripts/bench-common.sh"
+start_server metrics "$(synthetic_model 768 12 12 2048)" --set cache.memory_bytes='"2GiB"' \
+  --set scheduler.max_num_seqs=12
+url="http://$http/metrics"
 scrape() {  # scrape N FILE: N scrapes 50 ms apart, each one's seconds in FILE
   : > "$2"
   for _ in $(seq "$1"); do

@@ -15,9 +15,8 @@ quick=0; [ "${1:-}" = --quick ] && quick=1
 mkdir -p "$out"
 export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-3000}"
 cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-mkmodel > /dev/null
-model="$build/models/bench-d288-l6-h6-kv6-f768-v32000-f32.gguf"
-[ -f "$model" ] || "$build/engine/kvserve-mkmodel" --out "$model" --dim 288 --layers 6 --heads 6 --kv-heads 6 \
-  --ffn 768 --vocab 32000 --context 2048 > /dev/null
+. "$root/scripts/bench-common.sh"
+model=$(synthetic_model 288 6 6 768)
 requests=240; [ "$quick" = 1 ] && requests=180
 server_args=(--set model.num_threads=1 --set cache.block_size=16 --set cache.num_blocks=200
              --set scheduler.max_num_seqs=8 --set server.shutdown_grace_ms=30000)

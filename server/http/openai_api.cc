@@ -391,8 +391,8 @@ std::string CompletionWriter::call_id(size_t index) const {
   return out;
 }
 
-const char* CompletionWriter::finish_reason() const {
-  if (calls_sent_ > 0 && completion_.reason != FinishReason::kLength) return "tool_calls";
+const char* CompletionWriter::finish_reason(size_t calls) const {
+  if (calls > 0 && completion_.reason != FinishReason::kLength) return "tool_calls";
   return openai_finish_reason(completion_.reason);
 }
 
@@ -469,7 +469,7 @@ std::string CompletionWriter::stream_event(const Event& event, bool include_usag
   if (!event.completion) return out;
   completion_ = *event.completion;
   if (!ended.ok()) return out + "data: " + json_text(openai_error(ended)) + "\n\ndata: [DONE]\n\n";
-  out += "data: " + json_text(chunk("", nullptr, finish_reason())) + "\n\n";
+  out += "data: " + json_text(chunk("", nullptr, finish_reason(calls_sent_))) + "\n\n";
   if (include_usage) {
     json u = {{"id", id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
               {"model", model_},
@@ -518,9 +518,7 @@ json CompletionWriter::body() const {
         if (p.content.empty()) message["content"] = nullptr;  // as OpenAI answers a call
       }
     }
-    const char* finish = calls > 0 && completion_.reason != FinishReason::kLength
-                             ? "tool_calls"
-                             : openai_finish_reason(completion_.reason);
+    const char* finish = finish_reason(calls);
     b = {{"id", id_},
          {"object", "chat.completion"},
          {"created", created_},

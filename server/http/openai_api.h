@@ -81,7 +81,8 @@ class CompletionWriter {
                        const std::string& reasoning = {}) const;
   nlohmann::json call_chunk(const nlohmann::json& delta) const;
   std::string call_id(size_t index) const;
-  const char* finish_reason() const;
+  // "tool_calls" when the answer carried calls (unless cut by length), else the completion's reason.
+  const char* finish_reason(size_t calls) const;
   nlohmann::json usage() const;
   nlohmann::json logprobs_of(const Event& event) const;
 

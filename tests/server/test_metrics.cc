@@ -30,13 +30,53 @@ double value_of(const std::string& text, const std::string& series) {
   return std::stod(m[2]);
 }
 
-int metrics_port(const testing::ServerProcess& server) {
-  int mport = 0;
-  for (int i = 0; i < 100 && mport == 0; ++i) {
-    std::ifstream in(server.port_file() + ".metrics");
-    if (!(in >> mport)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+// The port the server wrote to its port file with this suffix (".metrics", ".http"), or 0.
+int written_port(const testing::ServerProcess& server, const std::string& suffix) {
+  int port = 0;
+  for (int i = 0; i < 100 && port == 0; ++i) {
+    std::ifstream in(server.port_file() + suffix);
+    if (!(in >> port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return mport;
+  return port;
+}
+int metrics_port(const testing::ServerProcess& server) { return written_port(server, ".metrics"); }
+int http_port(const testing::ServerProcess& server) { return written_port(server, ".http"); }
+
+// Runs n gRPC requests of `tokens` tokens each (ignoring EOS) at once and scrapes /metrics every
+// 5 ms until all are done, handing each scrape's body to on_scrape; returns the scrape count.
+template <typename OnScrape>
+int scrape_during_load(const testing::ServerProcess& server, httplib::Client& http, int n, int tokens,
+                       OnScrape on_scrape) {
+  auto stub = pb::Inference::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  std::atomic<int> done = 0;
+  std::vector<std::thread> load;
+  for (int i = 0; i < n; ++i)
+    load.emplace_back([&] {
+      pb::GenerateRequest req;
+      req.set_prompt("Once upon a time");
+      req.mutable_sampling()->set_max_new_tokens(tokens);
+      req.mutable_sampling()->set_ignore_eos(true);
+      grpc::ClientContext ctx;
+      auto reader = stub->Generate(&ctx, req);
+      pb::GenerateResponse resp;
+      while (reader->Read(&resp)) {
+      }
+      EXPECT_TRUE(reader->Finish().ok());
+      ++done;
+    });
+  int scrapes = 0;
+  while (done < n) {
+    auto res = http.Get("/metrics");
+    EXPECT_TRUE(res) << "scrape failed";
+    if (res) {
+      EXPECT_EQ(res->status, 200);
+      on_scrape(res->body);
+    }
+    ++scrapes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& t : load) t.join();
+  return scrapes;
 }
 
 // A raw loopback connection that sends `text` and keeps the socket open.
@@ -128,35 +168,12 @@ TEST(Metrics, ScrapedDuringAndAfterALoad) {
   const int mport = metrics_port(server);
   ASSERT_GT(mport, 0);
   httplib::Client http("127.0.0.1", mport);
-  auto stub = pb::Inference::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-
   const int n = 12, tokens = 400;
-  std::atomic<int> done = 0;
-  std::vector<std::thread> load;
-  for (int i = 0; i < n; ++i)
-    load.emplace_back([&] {
-      pb::GenerateRequest req;
-      req.set_prompt("Once upon a time");
-      req.mutable_sampling()->set_max_new_tokens(tokens);
-      req.mutable_sampling()->set_ignore_eos(true);
-      grpc::ClientContext ctx;
-      auto reader = stub->Generate(&ctx, req);
-      pb::GenerateResponse resp;
-      while (reader->Read(&resp)) {
-      }
-      EXPECT_TRUE(reader->Finish().ok());
-      ++done;
-    });
   double max_running = 0, max_usage = 0;
-  while (done < n) {
-    auto res = http.Get("/metrics");
-    ASSERT_TRUE(res) << "scrape failed";
-    EXPECT_EQ(res->status, 200);
-    max_running = std::max(max_running, value_of(res->body, "kvserve:num_requests_running"));
-    max_usage = std::max(max_usage, value_of(res->body, "kvserve:kv_cache_usage_perc"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  for (auto& t : load) t.join();
+  scrape_during_load(server, http, n, tokens, [&](const std::string& m) {
+    max_running = std::max(max_running, value_of(m, "kvserve:num_requests_running"));
+    max_usage = std::max(max_usage, value_of(m, "kvserve:kv_cache_usage_perc"));
+  });
   EXPECT_GE(max_running, 1);
   EXPECT_GT(max_usage, 0);
   auto res = http.Get("/metrics");
@@ -173,15 +190,6 @@ TEST(Metrics, ScrapedDuringAndAfterALoad) {
   EXPECT_EQ(value_of(m, "kvserve:inter_token_latency_seconds_count"), n * (tokens - 1));
   EXPECT_EQ(value_of(m, "kvserve:request_success_total{finished_reason=\"length\"}"), n);
   EXPECT_NE(m.find("# TYPE kvserve:time_to_first_token_seconds histogram"), std::string::npos);
-}
-
-int http_port(const testing::ServerProcess& server) {
-  int port = 0;
-  for (int i = 0; i < 100 && port == 0; ++i) {
-    std::ifstream in(server.port_file() + ".http");
-    if (!(in >> port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return port;
 }
 
 // The Gateway API Inference Extension's model-server protocol, scraped where its endpoint picker
@@ -201,30 +209,9 @@ TEST(Metrics, ModelServerProtocolForTheInferenceGateway) {
   auto ready = http.Get("/ready");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200);
-  auto stub = pb::Inference::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
   const int n = 9, tokens = 300;
-  std::atomic<int> done = 0;
-  std::vector<std::thread> load;
-  for (int i = 0; i < n; ++i)
-    load.emplace_back([&] {
-      pb::GenerateRequest req;
-      req.set_prompt("Once upon a time");
-      req.mutable_sampling()->set_max_new_tokens(tokens);
-      req.mutable_sampling()->set_ignore_eos(true);
-      grpc::ClientContext ctx;
-      auto reader = stub->Generate(&ctx, req);
-      pb::GenerateResponse resp;
-      while (reader->Read(&resp)) {
-      }
-      EXPECT_TRUE(reader->Finish().ok());
-      ++done;
-    });
   double max_waiting = 0, max_running = 0, max_usage = 0;
-  int scrapes = 0;
-  while (done < n) {
-    auto res = http.Get("/metrics");
-    ASSERT_TRUE(res);
-    const std::string& m = res->body;
+  const int scrapes = scrape_during_load(server, http, n, tokens, [&](const std::string& m) {
     const double waiting = value_of(m, "vllm:num_requests_waiting"), running = value_of(m, "vllm:num_requests_running");
     const double usage = value_of(m, "vllm:kv_cache_usage_perc");
     EXPECT_EQ(waiting, value_of(m, "kvserve:num_requests_waiting") + value_of(m, "kvserve:num_requests_waiting_background"));
@@ -236,10 +223,7 @@ TEST(Metrics, ModelServerProtocolForTheInferenceGateway) {
     max_waiting = std::max(max_waiting, waiting);
     max_running = std::max(max_running, running);
     max_usage = std::max(max_usage, usage);
-    ++scrapes;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  for (auto& t : load) t.join();
+  });
   EXPECT_GE(max_waiting, 1) << scrapes << " scrapes";
   EXPECT_EQ(max_running, 3);
   EXPECT_GT(max_usage, 0);

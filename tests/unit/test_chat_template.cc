@@ -43,11 +43,22 @@ json conversation(const std::string& which) {
                       {{"role", "user"}, {"content", "And 3+3?"}}});
 }
 
+// ctx gains the template's bos_token and eos_token where sources.json records them.
+template <typename Json>
+void add_source_tokens(Json& ctx, const json& src_info) {
+  for (const char* k : {"bos_token", "eos_token"})
+    if (src_info.contains(k) && !src_info[k].is_null()) ctx[k] = src_info[k];
+}
+
+// The template's token `key` as sources.json records it, or "".
+std::string source_token(const json& src_info, const char* key) {
+  return src_info.contains(key) && src_info[key].is_string() ? src_info[key].get<std::string>() : "";
+}
+
 std::string render(const std::string& source, const json& messages, bool add_generation_prompt, const json& src_info) {
   json ctx = {{"messages", messages}, {"add_generation_prompt", add_generation_prompt}, {"tools", nullptr},
               {"documents", nullptr}};
-  for (const char* k : {"bos_token", "eos_token"})
-    if (src_info.contains(k) && !src_info[k].is_null()) ctx[k] = src_info[k];
+  add_source_tokens(ctx, src_info);
   return Template(source).render(Value::from_json(ctx), kFixedNow);
 }
 
@@ -127,8 +138,7 @@ TEST(ChatTemplate, ToolAndReasoningConversationsRenderAsJinja2Does) {
                      {"add_generation_prompt", c.value("add_generation_prompt", true)},
                      {"tools", c.contains("tools") ? c["tools"] : ordered()},
                      {"documents", nullptr}};
-      for (const char* k : {"bos_token", "eos_token"})
-        if (sources[name].contains(k) && !sources[name][k].is_null()) ctx[k] = sources[name][k];
+      add_source_tokens(ctx, sources[name]);
       if (want.is_object() && want.contains("error")) {
         try {
           Template(source).render(Value::from_json(ctx), kFixedNow);
@@ -165,10 +175,8 @@ TEST(ChatTemplate, ConversationsAsSentRenderAsJinja2DoesThroughTheProbedForm) {
   for (auto it = expected.begin(); it != expected.end(); ++it) {
     const std::string name = it.key();
     const json& src = sources[name];
-    const ChatTemplate t(testing::read_text(shared_template(name)),
-                         src.contains("bos_token") && src["bos_token"].is_string() ? src["bos_token"].get<std::string>() : "",
-                         src.contains("eos_token") && src["eos_token"].is_string() ? src["eos_token"].get<std::string>() : "",
-                         name);
+    const ChatTemplate t(testing::read_text(shared_template(name)), source_token(src, "bos_token"),
+                         source_token(src, "eos_token"), name);
     for (auto c = convs["conversations"].begin(); c != convs["conversations"].end(); ++c) {
       const json& want = it.value()[c.key()];
       SCOPED_TRACE(name + " conversation " + c.key());

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "answer_helpers.h"
 #include "gguf/gguf.h"
 #include "http/openai_api.h"
 #include "test_support.h"
@@ -50,12 +51,8 @@ TEST(OpenAIReasoning, MessageAndDeltasCarryReasoningContent) {
       EXPECT_EQ(msg["content"], trimmed(c["expect"]["content"])) << c["id"];
       EXPECT_EQ(msg.value("reasoning_content", ""), trimmed(c["expect"].value("reasoning_content", ""))) << c["id"];
       std::string content, reasoning;
-      for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
-        const size_t end = sse.find("\n\n", at);
-        const std::string line = sse.substr(at + 6, end - at - 6);
-        at = end;
-        if (line == "[DONE]") break;
-        const nlohmann::json delta = nlohmann::json::parse(line)["choices"][0]["delta"];
+      for (const nlohmann::json& chunk : testing::sse_chunks(sse)) {
+        const nlohmann::json& delta = chunk["choices"][0]["delta"];
         content += delta.value("content", "");
         reasoning += delta.value("reasoning_content", "");
       }

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "answer_helpers.h"
 #include "gguf/gguf.h"
 #include "grammar/constraint.h"
 #include "grammar/stacks.h"
@@ -20,28 +21,9 @@ namespace {
 
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
+using testing::format_of_group;
+using testing::grammar_matches;
 using testing::trimmed;
-
-ToolFormat format_of_group(const std::string& g) {
-  if (g == "deepseek-r1" || g == "deepseek-v3.1") return ToolFormat::kDeepSeek;
-  if (g == "gpt-oss-harmony") return ToolFormat::kHarmony;
-  if (g == "llama3-json") return ToolFormat::kLlama3;
-  if (g == "mistral") return ToolFormat::kMistral;
-  if (g == "qwen3-coder-xml" || g == "qwen3.5") return ToolFormat::kQwenXml;
-  return ToolFormat::kHermes;
-}
-
-// The SSE text's chunks as JSON.
-std::vector<json> chunks(const std::string& sse) {
-  std::vector<json> out;
-  for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
-    const size_t end = sse.find("\n\n", at);
-    const std::string line = sse.substr(at + 6, end - at - 6);
-    at = end;
-    if (line != "[DONE]") out.push_back(json::parse(line));
-  }
-  return out;
-}
 
 TEST(OpenAITools, MessageAndDeltasCarryTheSameCalls) {
   const std::string cases = std::string(KVSERVE_SHARED_DIR) + "/chat-templates/tool-call-parses.json";
@@ -91,7 +73,7 @@ TEST(OpenAITools, MessageAndDeltasCarryTheSameCalls) {
       std::string content;
       json streamed_calls = json::array();
       std::string finish;
-      for (const json& ch : chunks(sse)) {
+      for (const json& ch : testing::sse_chunks(sse)) {
         const json& choice = ch["choices"][0];
         if (choice["finish_reason"].is_string()) finish = choice["finish_reason"];
         const json& d = choice["delta"];
@@ -162,14 +144,6 @@ TEST(OpenAITools, MalformedFieldsAreRefusedByName) {
   EXPECT_FALSE(t.calls_possible());
 }
 
-bool matches(const grammar::Grammar& g, const std::string& s) {
-  grammar::StackPool pool(g);
-  uint32_t st = pool.start();
-  for (char c : s)
-    if ((st = pool.step(st, static_cast<uint8_t>(c))) == grammar::StackPool::kDead) return false;
-  return pool.complete(st);
-}
-
 // "required" admits a call of any declared tool with valid arguments (and, in parallel, several);
 // a named tool admits that tool only; each admitted text parses back into its calls.
 TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
@@ -221,10 +195,10 @@ TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
         bad_args = "<tool_call>\n<function=get_date>\n</function>\n</tool_call>";  // not declared
         break;
     }
-    EXPECT_TRUE(matches(g, good));
-    EXPECT_TRUE(matches(g, other));
-    EXPECT_FALSE(matches(g, bad_args));
-    EXPECT_FALSE(matches(g, "Sure! " + good));
+    EXPECT_TRUE(grammar_matches(g, good));
+    EXPECT_TRUE(grammar_matches(g, other));
+    EXPECT_FALSE(grammar_matches(g, bad_args));
+    EXPECT_FALSE(grammar_matches(g, "Sure! " + good));
     AnswerFormat a;
     a.tools = f;
     a.parse_tools = true;
@@ -234,7 +208,7 @@ TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
     EXPECT_EQ(p.calls[0].name, "get_weather");
     if (f == ToolFormat::kHermes || f == ToolFormat::kQwenXml || f == ToolFormat::kMistral) {
       const std::string two = good + (f == ToolFormat::kMistral ? "" : "\n") + other;
-      EXPECT_TRUE(matches(g, two));  // parallel calls
+      EXPECT_TRUE(grammar_matches(g, two));  // parallel calls
       EXPECT_EQ(parse_answer(two, a).calls.size(), 2u);
     }
     // Named: that tool only; parallel off: one call.
@@ -245,10 +219,10 @@ TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
                     .ok());
     ASSERT_TRUE(tool_choice_constraint(named, f, &c).ok());
     const grammar::Grammar n = grammar::Grammar::compile(grammar::constraint_rules(c));
-    EXPECT_FALSE(matches(n, good));
-    EXPECT_TRUE(matches(n, other));
-    EXPECT_FALSE(matches(n, other + "\n" + other));
-    EXPECT_FALSE(matches(n, other + other));
+    EXPECT_FALSE(grammar_matches(n, good));
+    EXPECT_TRUE(grammar_matches(n, other));
+    EXPECT_FALSE(grammar_matches(n, other + "\n" + other));
+    EXPECT_FALSE(grammar_matches(n, other + other));
   }
   // "auto" in a format with a text marker: free text, or text and then valid calls.
   for (ToolFormat f : {ToolFormat::kHermes, ToolFormat::kQwenXml}) {
@@ -261,11 +235,11 @@ TEST(OpenAITools, RequiredAndNamedChoicesAdmitExactlyValidCalls) {
     const std::string call = f == ToolFormat::kHermes
                                  ? "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}\n</tool_call>"
                                  : "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>";
-    EXPECT_TRUE(matches(g, "It is sunny. <tool_ca ll> is no call."));
-    EXPECT_TRUE(matches(g, ""));
-    EXPECT_TRUE(matches(g, "Let me check.\n" + call));
-    EXPECT_FALSE(matches(g, "Let me check.\n<tool_call>\n{\"name\": \"nope\"}"));
-    EXPECT_FALSE(matches(g, "Let me check.\n<tool_call> whatever </tool_call>"));
+    EXPECT_TRUE(grammar_matches(g, "It is sunny. <tool_ca ll> is no call."));
+    EXPECT_TRUE(grammar_matches(g, ""));
+    EXPECT_TRUE(grammar_matches(g, "Let me check.\n" + call));
+    EXPECT_FALSE(grammar_matches(g, "Let me check.\n<tool_call>\n{\"name\": \"nope\"}"));
+    EXPECT_FALSE(grammar_matches(g, "Let me check.\n<tool_call> whatever </tool_call>"));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "answer_helpers.h"
 #include "grammar/constraint.h"
 #include "grammar/stacks.h"
 #include "test_support.h"
@@ -63,30 +64,22 @@ TEST(Reasoning, PromptsThatOpenABlock) {
   EXPECT_EQ(split_reasoning("  <think>a</think> b", false).reasoning, "a");
 }
 
-bool matches(const grammar::Grammar& g, const std::string& s) {
-  grammar::StackPool pool(g);
-  uint32_t st = pool.start();
-  for (char c : s)
-    if ((st = pool.step(st, static_cast<uint8_t>(c))) == grammar::StackPool::kDead) return false;
-  return pool.complete(st);
-}
-
 TEST(Reasoning, AConstraintAppliesAfterTheBlock) {
   OutputConstraint c;
   c.kind = OutputConstraint::Kind::kJsonSchema;
   c.text = R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})";
   c.reasoning = 1;
   const grammar::Grammar inside = grammar::Grammar::compile(grammar::constraint_rules(c));
-  EXPECT_TRUE(matches(inside, "Let me see: {a: ?} </thin no.</think>\n\n{\"a\":1}"));
-  EXPECT_TRUE(matches(inside, "</think>{\"a\":-3}"));
-  EXPECT_FALSE(matches(inside, "{\"a\":1}"));
-  EXPECT_FALSE(matches(inside, "x</think>{\"a\":1}</think>"));
-  EXPECT_FALSE(matches(inside, "x</think>{\"b\":1}"));
+  EXPECT_TRUE(testing::grammar_matches(inside, "Let me see: {a: ?} </thin no.</think>\n\n{\"a\":1}"));
+  EXPECT_TRUE(testing::grammar_matches(inside, "</think>{\"a\":-3}"));
+  EXPECT_FALSE(testing::grammar_matches(inside, "{\"a\":1}"));
+  EXPECT_FALSE(testing::grammar_matches(inside, "x</think>{\"a\":1}</think>"));
+  EXPECT_FALSE(testing::grammar_matches(inside, "x</think>{\"b\":1}"));
   c.reasoning = 0;
   const grammar::Grammar may = grammar::Grammar::compile(grammar::constraint_rules(c));
-  EXPECT_TRUE(matches(may, "{\"a\":1}"));
-  EXPECT_TRUE(matches(may, "<think>hmm</think>\n{\"a\":1}"));
-  EXPECT_FALSE(matches(may, "hmm</think>{\"a\":1}"));
+  EXPECT_TRUE(testing::grammar_matches(may, "{\"a\":1}"));
+  EXPECT_TRUE(testing::grammar_matches(may, "<think>hmm</think>\n{\"a\":1}"));
+  EXPECT_FALSE(testing::grammar_matches(may, "hmm</think>{\"a\":1}"));
 }
 
 }  // namespace

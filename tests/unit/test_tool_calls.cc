@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "answer_helpers.h"
 #include "gguf/gguf.h"
 #include "grammar/token_index.h"
 #include "runtime/engine.h"
@@ -19,20 +20,11 @@ namespace {
 
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
+using testing::format_of_group;
 using testing::trimmed;
 
 std::string shared_template(const std::string& name) {
   return std::string(KVSERVE_SHARED_DIR) + "/chat-templates/" + name;
-}
-
-// llama.cpp's format groups in our terms.
-ToolFormat format_of_group(const std::string& g) {
-  if (g == "deepseek-r1" || g == "deepseek-v3.1") return ToolFormat::kDeepSeek;
-  if (g == "gpt-oss-harmony") return ToolFormat::kHarmony;
-  if (g == "llama3-json") return ToolFormat::kLlama3;
-  if (g == "mistral") return ToolFormat::kMistral;
-  if (g == "qwen3-coder-xml" || g == "qwen3.5") return ToolFormat::kQwenXml;
-  return ToolFormat::kHermes;
 }
 
 ReasoningMarkers markers_of_group(const std::string& g) {

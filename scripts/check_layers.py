@@ -17,7 +17,8 @@ LAYERS = [
     ["codecs"],                                   # tensor types and block codecs
     ["kernels", "gguf"],                          # CPU kernels; the file format
     ["weights", "kv_cache"],                      # weight matrices; the paged cache
-    ["model", "text", "sampling", "inspect"],     # architectures; tokenizers, templates; ...
+    ["model", "text", "sampling", "inspect",
+     "speculative"],                              # ...; proposers for speculative decoding
     ["grammar"],                                  # constrained decoding (UTF-8 from text/)
     ["runtime"],                                  # the loop, scheduler, config
     ["tools"],                                    # engine command-line tools

@@ -33,6 +33,7 @@ Status to_engine_request(const v1::GenerateRequest& in, const Tokenizer& tokeniz
   o.stop.assign(s.stop().begin(), s.stop().end());
   o.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   o.ignore_eos = s.ignore_eos();
+  if (s.has_speculative()) o.speculative = s.speculative();
   o.logprobs = s.logprobs();
   o.top_logprobs = s.top_logprobs();
   if (s.has_prompt_logprobs()) o.prompt_logprobs = s.prompt_logprobs();

@@ -83,7 +83,7 @@ ServeConfig serve_config_from_json(const json& config) {
   c.engine = engine_options_from_json(config);
   validate(c.engine);
   for (auto it = config.begin(); it != config.end(); ++it) {
-    static const std::set<std::string> known = {"model", "cache", "scheduler", "server"};
+    static const std::set<std::string> known = {"model", "cache", "scheduler", "speculative", "server"};
     if (!known.count(it.key()) && it.key()[0] != '_') throw ConfigError(it.key() + ": unknown config section");
   }
   if (!config.contains("server")) return c;

@@ -52,6 +52,9 @@ struct SamplingParams {
   bool special_text = false;
   // Added to a token's logit before anything else (OpenAI's logit_bias; -100 bans, 100 forces).
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Speculative decoding for this request when the server has it on (speculative.method); the
+  // output is the same either way (greedy: the same tokens; sampled: the same distribution).
+  bool speculative = true;
 };
 
 // A head of the model: layer and query head, both from 0.

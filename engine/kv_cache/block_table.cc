@@ -18,6 +18,16 @@ void BlockTable::release_all(BlockAllocator& alloc) {
   released_ = 0;
 }
 
+int32_t BlockTable::truncate(int64_t n_tokens, BlockAllocator& alloc) {
+  const int64_t keep = std::max<int64_t>((n_tokens + block_size_ - 1) / block_size_, released_);
+  int32_t n = 0;
+  for (; static_cast<int64_t>(blocks_.size()) > keep; ++n) {
+    alloc.release(blocks_.back());
+    blocks_.pop_back();
+  }
+  return n;
+}
+
 int32_t BlockTable::release_before(int64_t position, BlockAllocator& alloc) {
   const int64_t dead = std::min<int64_t>(position / block_size_, static_cast<int64_t>(blocks_.size()));
   int32_t n = 0;

@@ -28,6 +28,9 @@ class BlockTable {
   }
   // Releases every block back to the allocator.
   void release_all(BlockAllocator& alloc);
+  // Releases the trailing blocks no position below n_tokens falls in (those grown for
+  // speculative tokens that were rejected); returns how many.
+  int32_t truncate(int64_t n_tokens, BlockAllocator& alloc);
   // Releases the blocks wholly before `position` (a sliding window has left them behind: no
   // later token reads them); their entries become kReleased. Returns how many were released.
   int32_t release_before(int64_t position, BlockAllocator& alloc);

@@ -118,6 +118,15 @@ EngineOptions engine_options_from_json(const json& config) {
   read(s, "scheduler", "background_tokens_per_step", o.scheduler.background_tokens_per_step, seen);
   read(s, "scheduler", "max_scored_tokens_per_step", o.scheduler.max_scored_tokens_per_step, seen);
   reject_unknown(s, "scheduler", seen);
+
+  seen.clear();
+  const json& sp = section(config, "speculative");
+  read(sp, "speculative", "method", o.speculative.method, seen);
+  read(sp, "speculative", "num_tokens", o.speculative.num_tokens, seen);
+  read(sp, "speculative", "ngram_min", o.speculative.ngram_min, seen);
+  read(sp, "speculative", "ngram_max", o.speculative.ngram_max, seen);
+  read(sp, "speculative", "max_batch", o.speculative.max_batch, seen);
+  reject_unknown(sp, "speculative", seen);
   return o;
 }
 
@@ -133,6 +142,15 @@ void validate(const EngineOptions& o) {
     throw ConfigError("cache.dtype: expected \"f32\", \"f16\" or \"q8_0\", got \"" + o.cache.dtype + "\"");
   if (o.cache.num_blocks == 0 && o.cache.memory_bytes <= 0)
     throw ConfigError("cache.memory_bytes: must be positive when cache.num_blocks is 0");
+  const SpeculativeOptions& sp = o.speculative;
+  if (sp.method == "draft")
+    throw ConfigError("speculative.method: \"draft\" (a draft model) is not supported yet; use \"ngram\" or \"off\"");
+  if (sp.method != "off" && sp.method != "ngram")
+    throw ConfigError("speculative.method: expected \"off\" or \"ngram\", got \"" + sp.method + "\"");
+  if (sp.num_tokens < 1 || sp.num_tokens > 16) throw ConfigError("speculative.num_tokens: must be between 1 and 16");
+  if (sp.ngram_min < 1) throw ConfigError("speculative.ngram_min: must be >= 1");
+  if (sp.ngram_max < sp.ngram_min) throw ConfigError("speculative.ngram_max: must be >= speculative.ngram_min");
+  if (sp.max_batch < 1) throw ConfigError("speculative.max_batch: must be >= 1");
   if (o.scheduler.max_num_seqs < 1) throw ConfigError("scheduler.max_num_seqs: must be >= 1");
   if (o.scheduler.max_num_batched_tokens < 1)
     throw ConfigError("scheduler.max_num_batched_tokens: must be >= 1");

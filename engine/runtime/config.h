@@ -68,13 +68,30 @@ struct SchedulerOptions {
   int32_t max_scored_tokens_per_step = 256;
 };
 
+// Speculative decoding: tokens proposed for a decoding sequence are verified in the same forward
+// pass as its next token (one pass over the weights for several tokens), and the output is what
+// decoding without it gives (greedy: the same tokens; sampled: the same distribution).
+struct SpeculativeOptions {
+  // "off", or "ngram" (prompt lookup: the tokens that followed the latest earlier occurrence of
+  // the sequence's last n tokens, in its prompt or output). "draft" (a second, smaller model) is
+  // refused at start-up: not built yet.
+  std::string method = "off";
+  int32_t num_tokens = 4;  // K: tokens proposed per sequence and step at most
+  int32_t ngram_min = 2;   // shortest suffix matched (n)
+  int32_t ngram_max = 4;   // longest suffix matched, tried first
+  // No sequence speculates in a step that runs more than this many sequences: with a large batch
+  // the step is no longer bound by reading the weights, and verified tokens cost full compute.
+  int32_t max_batch = 4;
+};
+
 struct EngineOptions {
   ModelOptions model;
   CacheOptions cache;
   SchedulerOptions scheduler;
+  SpeculativeOptions speculative;
 };
 
-// Reads the "model", "cache" and "scheduler" sections of a parsed config; other top-level
+// Reads the "model", "cache", "scheduler" and "speculative" sections of a parsed config; other top-level
 // sections are left to their owners. Unknown fields and wrong types are errors.
 EngineOptions engine_options_from_json(const nlohmann::json& config);
 // Range checks that need no model (the model-dependent ones run when the engine starts).

@@ -435,6 +435,7 @@ void Engine::step() {
     if (now >= seq->deadline) expired.push_back(seq.get());
   for (Sequence* seq : expired) finish(seq, FinishReason::kDeadline);
 
+  propose_drafts();
   SchedulerOutput plan = scheduler_->schedule();
   if (plan.chunks.empty()) return;
   ++steps_total_;
@@ -448,12 +449,12 @@ void Engine::step() {
     return;
   }
   // The logits come in the order build_batch asked for them: per chunk, its scored prompt rows,
-  // then its sampled row.
+  // then its sampled row (and one per proposed token after it).
   const float* rows = logits;
   for (const auto& c : plan.chunks) {
     // Where this chunk's rows end, known before it is advanced, so that a chunk whose
     // advance throws ends alone (an error event) and the others still get their rows.
-    const float* end = rows + (scored_rows(c) + (c.samples ? 1 : 0)) * int64_t{info_.n_vocab};
+    const float* end = rows + (scored_rows(c) + (c.samples ? 1 + c.n_draft : 0)) * int64_t{info_.n_vocab};
     const uint64_t id = c.seq->id;
     try {
       advance(c, rows);
@@ -484,8 +485,9 @@ void Engine::build_batch(const SchedulerOutput& plan) {
       std::copy(s.tables[g].blocks().begin(), s.tables[g].blocks().end(),
                 batch_.block_tables.begin() + (g * n_seqs + i) * max_blocks);
     const int32_t first_row = static_cast<int32_t>(batch_.tokens.size());
+    const int64_t n_known = static_cast<int64_t>(s.tokens.size());
     for (int64_t p = s.num_computed; p < s.num_computed + c.n_tokens; ++p) {
-      batch_.tokens.push_back(s.tokens[p]);
+      batch_.tokens.push_back(p < n_known ? s.tokens[p] : s.draft[p - n_known]);
       batch_.positions.push_back(static_cast<int32_t>(p));
       batch_.token_seq.push_back(static_cast<int32_t>(i));
       if (inspecting) {
@@ -499,7 +501,8 @@ void Engine::build_batch(const SchedulerOutput& plan) {
       if (!s.prompt_logprobs.empty() && p + 1 < s.num_prompt)
         batch_.logit_rows.push_back(first_row + static_cast<int32_t>(p - s.num_computed));
     }
-    if (c.samples) batch_.logit_rows.push_back(static_cast<int32_t>(batch_.tokens.size()) - 1);
+    if (c.samples)
+      for (int32_t r = c.n_draft; r >= 0; --r) batch_.logit_rows.push_back(static_cast<int32_t>(batch_.tokens.size()) - 1 - r);
   }
   // Slots group after group: each group's block table places the same positions elsewhere.
   batch_.slots.reserve(groups * batch_.tokens.size());
@@ -518,19 +521,32 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
     score_prompt_rows(s, s.num_computed, scored, logits);
     logits += scored * V;
   }
-  s.num_computed += c.n_tokens;
+  s.num_computed += c.n_tokens - c.n_draft;
   s.peak_blocks = std::max<int32_t>(s.peak_blocks, s.blocks_held());
+  if (c.n_draft > 0) {
+    verify(c, logits);
+    return logits + (1 + c.n_draft) * int64_t{V};
+  }
   scheduler_->after_step(&s);
   if (!c.samples) return logits;
-  const float* raw = logits;
+  int32_t token;
+  emit(s, logits, -1, &token);
+  return logits + V;
+}
+
+bool Engine::emit(Sequence& s, const float* raw, int32_t draft, int32_t* token_out) {
+  const int32_t V = info_.n_vocab;
+  *token_out = -1;
   scratch_logits_.assign(raw, raw + V);
   const std::span<const int32_t> generated(s.tokens.data() + s.num_prompt, s.tokens.size() - s.num_prompt);
-  if (!constrain(s, scratch_logits_.data())) return logits + V;
-  const int32_t token = s.sampler->sample(scratch_logits_.data(), V, s.tokens, generated);
+  if (!constrain(s, scratch_logits_.data())) return false;
+  const int32_t token = draft < 0 ? s.sampler->sample(scratch_logits_.data(), V, s.tokens, generated)
+                                  : s.sampler->sample_against(scratch_logits_.data(), V, s.tokens, generated, draft);
   if (token < 0) {
     finish(&s, FinishReason::kError, "the model produced no finite logit at position " + std::to_string(s.tokens.size()));
-    return logits + V;
+    return false;
   }
+  *token_out = token;
 
   Event ev;
   ev.id = s.id;
@@ -544,7 +560,7 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
 
   if (s.matcher && !s.matcher->accept(token)) {
     finish(&s, FinishReason::kError, "the sampled token " + std::to_string(token) + " is outside the grammar");
-    return logits + V;
+    return false;
   }
   // A grammar that took an end-of-generation token is complete: that ends the request even
   // with ignore_eos.
@@ -552,17 +568,20 @@ const float* Engine::advance(const ScheduledChunk& c, const float* logits) {
   const bool stop_token = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
   if (eos || stop_token) {
     finish(&s, FinishReason::kStop, {}, std::move(ev));
-    return logits + V;
+    return false;
   }
   ev.text = s.text->push(token);
   if (s.text->stopped()) {
     finish(&s, FinishReason::kStopString, {}, std::move(ev));
-  } else if (s.num_generated() >= sp.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= s.max_tokens) {
-    finish(&s, FinishReason::kLength, {}, std::move(ev));
-  } else {
-    deliver(s, std::move(ev));
+    return false;
   }
-  return logits + V;
+  if (s.num_generated() >= sp.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= s.max_tokens) {
+    finish(&s, FinishReason::kLength, {}, std::move(ev));
+    return false;
+  }
+  const uint64_t id = s.id;
+  deliver(s, std::move(ev));
+  return seqs_.count(id) > 0;  // a sink that failed ended it
 }
 
 bool Engine::constrain(Sequence& s, float* logits) {
@@ -691,6 +710,9 @@ void Engine::publish_stats() {
   s.generation_tokens_total = generation_tokens_total_;
   s.requests_finished_total = finished_total_;
   s.steps_total = steps_total_;
+  s.spec_drafts_total = spec_drafts_total_;
+  s.spec_draft_tokens_total = spec_draft_tokens_total_;
+  s.spec_accepted_tokens_total = spec_accepted_tokens_total_;
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }

@@ -100,6 +100,10 @@ struct EngineStats {
   double prefix_cache_hit_rate = 0.0;   // prompt_tokens_from_cache / prompt_tokens_admitted
   int32_t cached_blocks = 0;            // blocks registered in the prefix cache (held or not)
   int64_t evictions_total = 0;          // cached blocks evicted to make room
+  // Speculative decoding: verifications run, tokens proposed in them, and of those accepted.
+  int64_t spec_drafts_total = 0;
+  int64_t spec_draft_tokens_total = 0;
+  int64_t spec_accepted_tokens_total = 0;
 };
 
 // The vocabulary as a grammar sees it: text tokens by their bytes; control, unknown and unused
@@ -156,6 +160,15 @@ class Engine {
   // After the forward pass: one chunk's prompt scores, computed tokens and sampled token; its
   // logits start at `logits`. Returns where the next chunk's logits start.
   const float* advance(const ScheduledChunk& chunk, const float* logits);
+  // Samples seq's next token from one row of raw logits (against a proposed token when draft
+  // >= 0: Sampler::sample_against), appends it and streams it, or ends the request (stop, length,
+  // error). *token: what was sampled (-1 if nothing). False when the request ended: seq is gone.
+  bool emit(Sequence& seq, const float* raw_logits, int32_t draft, int32_t* token);
+  // Speculative decoding (engine_speculative.cc). Before scheduling: each running decode's
+  // proposed tokens. After the forward pass: a chunk's proposed tokens accepted while they match
+  // what is sampled from its rows; the first that does not is replaced by that sample.
+  void propose_drafts();
+  void verify(const ScheduledChunk& chunk, const float* logits);
   // Applies logit_bias and the grammar's mask to a sequence's logits; false when it ended the
   // sequence instead (the grammar failed, or allows nothing).
   bool constrain(Sequence& s, float* logits);
@@ -188,6 +201,9 @@ class Engine {
   std::unique_ptr<grammar::GrammarCache> special_grammars_;  // the same with control tokens spelled
   std::shared_ptr<KvEventListener> kv_listener_;  // under mu_; the loop takes a copy each turn
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, steps_total_ = 0;
+  // Speculative decoding: verifications, tokens proposed in them, tokens accepted.
+  int64_t spec_drafts_total_ = 0, spec_draft_tokens_total_ = 0, spec_accepted_tokens_total_ = 0;
+  std::vector<int32_t> draft_scratch_;
 
   // Shared with callers.
   mutable std::mutex mu_;

@@ -90,6 +90,10 @@ void Scheduler::register_computed_blocks(Sequence* seq) {
   }
 }
 
+void Scheduler::release_unused(Sequence* seq) {
+  for (BlockTable& t : seq->tables) t.truncate(static_cast<int64_t>(seq->tokens.size()), alloc_);
+}
+
 void Scheduler::after_step(Sequence* seq) {
   register_computed_blocks(seq);
   // The next token, at position num_computed, sees positions num_computed - window + 1 on.
@@ -207,16 +211,39 @@ SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = options_.max_num_batched_tokens;
 
-  // Running interactive sequences first: their decodes (one token each), then their prompt
-  // chunks, so a long prompt never holds back another sequence's next token.
+  // Running interactive sequences first: their decodes (one token each, and any proposed
+  // tokens to verify), then their prompt chunks, so a long prompt never holds back another
+  // sequence's next token.
+  int64_t decodes_left = 0, decode_blocks_left = 0;
+  for (const Sequence* seq : running_)
+    if (!background(seq) && seq->num_uncomputed() == 1) {
+      ++decodes_left;
+      decode_blocks_left += seq->blocks_needed(seq->num_computed + 1);
+    }
   for (int pass = 0; pass < 2; ++pass) {
     const std::vector<Sequence*> snapshot = running_;
     for (Sequence* seq : snapshot) {
       if (seq->status != SeqStatus::kRunning || background(seq)) continue;  // preempted earlier in this step
       const int64_t need = seq->num_uncomputed();
       if (need <= 0 || (pass == 0) != (need == 1)) continue;
-      const int64_t n = std::min(need, chunk_cap(seq, budget));
+      int64_t n = std::min(need, chunk_cap(seq, budget));
       if (n <= 0) continue;
+      // A decode's proposed tokens ride along within the budget and the free blocks, never at
+      // the cost of another sequence's place (a draft that does not fit is shortened or dropped).
+      // The decodes after this one keep their token and the blocks it needs.
+      int64_t n_draft = 0;
+      if (pass == 0) {
+        --decodes_left;
+        decode_blocks_left -= seq->blocks_needed(seq->num_computed + 1);
+      }
+      if (pass == 0 && !seq->draft.empty()) {
+        const int64_t keep_blocks = decode_blocks_left;
+        n_draft = std::min<int64_t>(static_cast<int64_t>(seq->draft.size()), budget - n - decodes_left);
+        while (n_draft > 0 && seq->blocks_needed(seq->num_computed + n + n_draft) + keep_blocks > alloc_.num_free())
+          --n_draft;
+        n_draft = std::max<int64_t>(n_draft, 0);
+        seq->draft.resize(n_draft);
+      }
       bool self_preempted = false;
       while (seq->blocks_needed(seq->num_computed + n) > alloc_.num_free()) {
         Sequence* victim = pick_victim(seq);
@@ -227,7 +254,12 @@ SchedulerOutput Scheduler::schedule() {
         }
         preempt(victim, out, budget);
       }
-      if (!self_preempted) append_chunk(seq, n, out, budget);
+      if (self_preempted) continue;
+      append_chunk(seq, n + n_draft, out, budget);
+      if (n_draft > 0) {
+        out.chunks.back().samples = true;
+        out.chunks.back().n_draft = static_cast<int32_t>(n_draft);
+      }
     }
   }
   int64_t no_cap = budget;

@@ -16,8 +16,9 @@ namespace kvserve {
 
 struct ScheduledChunk {
   Sequence* seq;
-  int32_t n_tokens;  // tokens of seq to run this step, starting at seq->num_computed
+  int32_t n_tokens;  // tokens of seq to run this step, starting at seq->num_computed (drafts included)
   bool samples;      // the chunk reaches the end of seq's tokens: sample the next one
+  int32_t n_draft = 0;  // the last n_draft of n_tokens are seq->draft[0, n_draft), to verify
 };
 
 struct SchedulerOutput {
@@ -45,6 +46,8 @@ class Scheduler {
   // then releases the blocks of its windowed groups that no later token can read.
   void after_step(Sequence* seq);
   void register_computed_blocks(Sequence* seq);  // the first half of after_step
+  // Releases the blocks past the sequence's tokens (grown for proposed tokens it rejected).
+  void release_unused(Sequence* seq);
   // The most blocks one sequence of max_total tokens holds at once, over every group.
   int64_t max_blocks_held(int64_t max_total) const;
   const KvLayout& layout() const { return layout_; }

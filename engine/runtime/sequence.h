@@ -55,6 +55,12 @@ struct Sequence {
   std::vector<TokenLogprob> prompt_token_logprobs;  // the same with alternatives, when sampling.prompt_logprobs asks
   // Prompt tokens per step at most (0 = any): a scored prompt holds a row of logits per token.
   int32_t max_chunk = 0;
+  // Speculative decoding: the tokens proposed to follow tokens.back(), verified in the step that
+  // computes it (the scheduler may shorten or drop them); how many it proposes at most now (it
+  // adapts to what is accepted); and steps to skip proposing after proposals went unaccepted.
+  std::vector<int32_t> draft;
+  int32_t draft_limit = 0;
+  int32_t draft_pause = 0;
 
   // Blocks held now, over every group.
   int32_t blocks_held() const {

@@ -152,24 +152,44 @@ int32_t Sampler::sample(float* logits, int32_t vocab, const std::vector<int32_t>
   }
   const double sum = keep(logits, vocab, context, generated);
   if (kept_.empty()) return -1;
+  return draw(uniform() * sum, -1);
+}
+
+int32_t Sampler::draw(double target, int32_t skip) const {
   // The kept tokens walked in id order (the draw follows the distribution in any order, and
   // this one needs no sort): whole runs skipped by their sums, then the run where the target
   // falls token by token.
-  const double target = uniform() * sum;
   constexpr size_t kRun = 64;
   double acc = 0;
   size_t from = 0;
-  for (double run; from + kRun <= kept_.size() && acc + (run = weight_sum(from, kRun)) <= target; from += kRun)
+  for (double run; from + kRun <= kept_.size(); from += kRun) {
+    run = weight_sum(from, kRun);
+    if (skip >= 0 && skip >= kept_[from] && skip <= kept_[from + kRun - 1]) run -= weight_[skip];
+    if (acc + run > target) break;
     acc += run;
-  int32_t last = kept_[0];
+  }
+  int32_t last = -1;
   for (size_t k = from; k < kept_.size(); ++k) {
     const int32_t i = kept_[k];
-    if (weight_[i] <= 0.0f) continue;
+    if (weight_[i] <= 0.0f || i == skip) continue;
     last = i;
     acc += weight_[i];
     if (acc > target) return i;
   }
-  return last;  // rounding left the sum a hair short of the target
+  return last >= 0 ? last : kept_[0];  // rounding left the sum a hair short of the target
+}
+
+int32_t Sampler::sample_against(float* logits, int32_t vocab, const std::vector<int32_t>& context,
+                                std::span<const int32_t> generated, int32_t draft) {
+  if (p_.temperature < kGreedyBelowTemperature) return sample(logits, vocab, context, generated);
+  const double sum = keep(logits, vocab, context, generated);
+  if (kept_.empty()) return -1;
+  const bool kept = draft >= 0 && draft < vocab && std::binary_search(kept_.begin(), kept_.end(), draft);
+  const double w = kept ? static_cast<double>(weight_[draft]) : 0.0;
+  if (uniform() * sum < w) return draft;
+  const double rest = sum - w;
+  if (!(rest > 0)) return draft;  // only the draft can be drawn
+  return draw(uniform() * rest, kept ? draft : -1);
 }
 
 LogSoftmax::LogSoftmax(const float* raw, int32_t vocab, ExpArray exp_array) {

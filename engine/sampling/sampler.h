@@ -53,6 +53,13 @@ class Sampler {
   int32_t sample(float* logits, int32_t vocab, const std::vector<int32_t>& context,
                  std::span<const int32_t> generated);
 
+  // Speculative verification of a proposed token (a single proposal, so its proposal
+  // probability is 1): returns `draft` with probability p(draft) under this request's
+  // distribution, and otherwise a token drawn from p with draft left out (renormalised), which
+  // together is an exact draw from p (Leviathan et al., 2023). Greedy requests return the best
+  // token, whatever the draft. Arguments and -1 as for sample().
+  int32_t sample_against(float* logits, int32_t vocab, const std::vector<int32_t>& context,
+                         std::span<const int32_t> generated, int32_t draft);
   // The log-probability of `token` under the raw logits, and the n best alternatives.
   static TokenLogprob logprobs(const float* raw_logits, int32_t vocab, int32_t token, int32_t top_n,
                                ExpArray exp_array = nullptr);
@@ -70,6 +77,8 @@ class Sampler {
   // (kept_ empty when no logit is a number).
   double keep(float* logits, int32_t vocab, const std::vector<int32_t>& context, std::span<const int32_t> generated);
   double weight_sum(size_t first, size_t count) const;  // of kept_[first, first + count)
+  // The kept token where the running sum of weights (skip's left out) passes target.
+  int32_t draw(double target, int32_t skip) const;
   double uniform();  // [0, 1) from 53 bits, the same on every platform
 
   // top-k up to this is taken with a heap over the logits; larger ones through RankCut's buckets.

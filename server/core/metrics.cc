@@ -36,6 +36,12 @@ void model_server_protocol(const EngineStats& s, const ModelInfo& m, std::string
   metric(out, "counter", "vllm:prompt_tokens_total", "Prompt tokens computed.", static_cast<double>(s.prompt_tokens_total));
   metric(out, "counter", "vllm:generation_tokens_total", "Tokens generated.", static_cast<double>(s.generation_tokens_total));
   metric(out, "counter", "vllm:num_preemptions_total", "Sequences preempted.", static_cast<double>(s.preemptions_total));
+  metric(out, "counter", "vllm:spec_decode_num_drafts_total", "Speculative verifications (proposals checked).",
+         static_cast<double>(s.spec_drafts_total));
+  metric(out, "counter", "vllm:spec_decode_num_draft_tokens_total", "Speculative tokens proposed.",
+         static_cast<double>(s.spec_draft_tokens_total));
+  metric(out, "counter", "vllm:spec_decode_num_accepted_tokens_total", "Speculative tokens accepted.",
+         static_cast<double>(s.spec_accepted_tokens_total));
   // LoRA adapters: none are served. The endpoint picker (v1.5 on) reads this series for every
   // vLLM-type server and counts one without it as unhealthy; its value is when it was written.
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -102,6 +108,12 @@ std::string ServerMetrics::render(const EngineStats& s, const ModelInfo& m) cons
          s.prefix_cache_hit_rate);
   metric(out, "gauge", "kvserve:prefix_cache_blocks", "KV blocks registered in the prefix cache.", s.cached_blocks);
   metric(out, "gauge", "kvserve:kv_cache_blocks_total", "KV blocks in the cache.", s.blocks_total);
+  metric(out, "counter", "kvserve:spec_decode_draft_tokens_total", "Speculative tokens proposed (speculative.method).",
+         static_cast<double>(s.spec_draft_tokens_total));
+  metric(out, "counter", "kvserve:spec_decode_accepted_tokens_total", "Speculative tokens accepted.",
+         static_cast<double>(s.spec_accepted_tokens_total));
+  metric(out, "gauge", "kvserve:spec_decode_acceptance_rate", "Accepted / proposed speculative tokens so far (0 if none).",
+         s.spec_draft_tokens_total ? static_cast<double>(s.spec_accepted_tokens_total) / s.spec_draft_tokens_total : 0.0);
   model_server_protocol(s, m, out);
   {
     std::lock_guard<std::mutex> lock(mu_);

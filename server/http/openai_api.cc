@@ -115,6 +115,10 @@ ServiceStatus parse_sampling(const json& body, CompletionCall* out) {
     if (!it->is_boolean()) return invalid("ignore_eos: expected true or false");
     s.ignore_eos = it->get<bool>();
   }
+  if (auto it = body.find("speculative"); it != body.end() && !it->is_null()) {  // kvserve's field
+    if (!it->is_boolean()) return invalid("speculative: expected true or false");
+    s.speculative = it->get<bool>();
+  }
   if (!number(body, "logprobs", c.logprobs, 0, 5, &e)) return e;
   if (c.logprobs >= 0) {
     s.logprobs = true;

@@ -242,7 +242,7 @@ ServiceStatus check_fields(const json& body, bool chat) {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "seed", "n", "stop", "stream", "stream_options", "logprobs", "user", "cache_salt",
       "ignore_eos", "response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
-      "guided_grammar", "guided_decoding_backend", "json_schema", "grammar", "logit_bias",
+      "guided_grammar", "guided_decoding_backend", "json_schema", "grammar", "logit_bias", "speculative",
       // Accepted and without effect here: OpenAI's storage, tiering and caching hints.
       "store", "metadata", "service_tier", "prompt_cache_key", "safety_identifier"};
   static const std::set<std::string> chat_only = {"messages", "max_completion_tokens", "top_logprobs",

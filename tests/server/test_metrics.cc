@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "kvserve.grpc.pb.h"
+#include "prometheus_text.h"
 #include "server_process.h"
 #include "test_support.h"
 
@@ -23,24 +24,10 @@ namespace {
 namespace pb = kvserve::v1;
 using testing::shared_model;
 
-double value_of(const std::string& text, const std::string& series) {
-  std::smatch m;
-  const std::regex re("(^|\\n)" + std::regex_replace(series, std::regex(R"([{}"+.])"), R"(\$&)") + " ([0-9.e+-]+)");
-  if (!std::regex_search(text, m, re)) return -1;
-  return std::stod(m[2]);
-}
+double value_of(const std::string& text, const std::string& series) { return testing::metric_value(text, series); }
 
-// The port the server wrote to its port file with this suffix (".metrics", ".http"), or 0.
-int written_port(const testing::ServerProcess& server, const std::string& suffix) {
-  int port = 0;
-  for (int i = 0; i < 100 && port == 0; ++i) {
-    std::ifstream in(server.port_file() + suffix);
-    if (!(in >> port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return port;
-}
-int metrics_port(const testing::ServerProcess& server) { return written_port(server, ".metrics"); }
-int http_port(const testing::ServerProcess& server) { return written_port(server, ".http"); }
+int metrics_port(const testing::ServerProcess& server) { return server.written_port(".metrics"); }
+int http_port(const testing::ServerProcess& server) { return server.written_port(".http"); }
 
 // Runs n gRPC requests of `tokens` tokens each (ignoring EOS) at once and scrapes /metrics every
 // 5 ms until all are done, handing each scrape's body to on_scrape; returns the scrape count.

@@ -64,6 +64,16 @@ class ServerProcess {
 
   bool started() const { return port_ != 0; }
   const std::string& port_file() const { return port_file_; }
+  // The port the server wrote to its port file with this suffix (".http", ".metrics"), waiting
+  // up to 2 s for it; 0 if none.
+  int written_port(const std::string& suffix) const {
+    int port = 0;
+    for (int i = 0; i < 100 && port == 0; ++i) {
+      std::ifstream in(port_file_ + suffix);
+      if (!(in >> port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return port;
+  }
   pid_t pid() const { return pid_; }
   // Resident memory of the server process in KiB (from /proc), 0 if unknown.
   long rss_kib() const {

@@ -58,16 +58,21 @@ struct Params {
   float top_p, min_p;
 };
 
-class SamplerDistribution : public ::testing::TestWithParam<Params> {};
-
-TEST_P(SamplerDistribution, MatchesReferenceAndDrawsFollowIt) {
-  const Params pr = GetParam();
-  std::vector<float> logits = {2.0f, 1.5f, 1.4f, 0.3f, -0.5f, 0.0f, 3.1f, -2.0f, 1.0f, 0.9f};
+SamplingParams params_of(const Params& pr) {
   SamplingParams sp;
   sp.temperature = pr.t;
   sp.top_k = pr.k;
   sp.top_p = pr.top_p;
   sp.min_p = pr.min_p;
+  return sp;
+}
+
+class SamplerDistribution : public ::testing::TestWithParam<Params> {};
+
+TEST_P(SamplerDistribution, MatchesReferenceAndDrawsFollowIt) {
+  const Params pr = GetParam();
+  std::vector<float> logits = {2.0f, 1.5f, 1.4f, 0.3f, -0.5f, 0.0f, 3.1f, -2.0f, 1.0f, 0.9f};
+  const SamplingParams sp = params_of(pr);
   Sampler s(sp, 7);
   std::vector<float> copy = logits;
   auto got = s.distribution(copy.data(), 10, {}, {});
@@ -86,6 +91,33 @@ TEST_P(SamplerDistribution, MatchesReferenceAndDrawsFollowIt) {
     } else {
       const double sd = std::sqrt(want[i] * (1 - want[i]) / draws);
       EXPECT_NEAR(counts[i] / double(draws), want[i], 5 * sd + 1e-3) << "token " << i;
+    }
+  }
+}
+
+// Speculative verification against a single proposed token: accepting it with probability p(d)
+// and otherwise drawing from p without d gives draws that follow p exactly, whatever d is (a
+// likely token, an unlikely one, one the filters removed).
+TEST_P(SamplerDistribution, DrawsAgainstAProposalFollowTheSameDistribution) {
+  const Params pr = GetParam();
+  const std::vector<float> logits = {2.0f, 1.5f, 1.4f, 0.3f, -0.5f, 0.0f, 3.1f, -2.0f, 1.0f, 0.9f};
+  const SamplingParams sp = params_of(pr);
+  Sampler s(sp, 17);
+  const auto want = reference(logits, pr.t, pr.k, pr.top_p, pr.min_p);
+  for (int32_t draft : {6, 0, 3, 7}) {
+    const int draws = 30000;
+    std::vector<int> counts(10, 0);
+    for (int d = 0; d < draws; ++d) {
+      std::vector<float> copy = logits;
+      ++counts[s.sample_against(copy.data(), 10, {}, {}, draft)];
+    }
+    for (int i = 0; i < 10; ++i) {
+      if (want[i] == 0) {
+        EXPECT_EQ(counts[i], 0) << "filtered token " << i << " was drawn, draft " << draft;
+      } else {
+        const double sd = std::sqrt(want[i] * (1 - want[i]) / draws);
+        EXPECT_NEAR(counts[i] / double(draws), want[i], 5 * sd + 1e-3) << "token " << i << ", draft " << draft;
+      }
     }
   }
 }
@@ -233,6 +265,40 @@ TEST(Sampler, DrawsOverAWholeVocabularyFollowTheDistribution) {
   }
 }
 
+
+// The same over a whole vocabulary, where the draw skips runs of 64 tokens by their sums and the
+// proposal sits inside one of them; greedy ignores the proposal and takes the best token.
+TEST(Sampler, DrawsAgainstAProposalOverAWholeVocabularyFollowTheDistribution) {
+  const int vocab = 5000, groups = 50, draws = 60000;
+  std::vector<float> logits = large_row(vocab, 1.0f, 11);
+  for (int i = 0; i < vocab; i += 613) logits[i] = 4.0f;
+  const int32_t draft = 613 * 3;
+  SamplingParams sp;
+  const std::vector<double> want = reference(logits, 1.0f, 0, 1.0f, 0.0f);
+  Sampler s(sp, 5, kernel_table(supported_levels().back()).exp_array);
+  std::vector<int> counts(groups, 0);
+  int drafts = 0;
+  for (int d = 0; d < draws; ++d) {
+    std::vector<float> copy = logits;
+    const int32_t t = s.sample_against(copy.data(), vocab, {}, {}, draft);
+    ASSERT_GE(t, 0);
+    drafts += t == draft;
+    ++counts[t * groups / vocab];
+  }
+  EXPECT_NEAR(drafts / double(draws), want[draft], 5 * std::sqrt(want[draft] / draws) + 1e-4);
+  for (int g = 0; g < groups; ++g) {
+    double p = 0;
+    for (int i = g * vocab / groups; i < (g + 1) * vocab / groups; ++i) p += want[i];
+    const double sd = std::sqrt(p * (1 - p) / draws);
+    EXPECT_NEAR(counts[g] / double(draws), p, 5 * sd + 1e-4) << "group " << g;
+  }
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  Sampler g(greedy, 5);
+  std::vector<float> copy = logits;
+  copy[42] = 9.0f;
+  EXPECT_EQ(g.sample_against(copy.data(), vocab, {}, {}, draft), 42);
+}
 
 // The log-softmax of a 152k-token row (float exps summed in double) against one taken wholly in
 // double, with NaN and infinite logits left out of both, on std::exp and every level's exp.

@@ -129,6 +129,55 @@ TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepFlowing) {
   EXPECT_EQ(steps_with_big_prefill, 7);
 }
 
+// Speculative decoding: a decode's proposed tokens ride in its chunk, counted against the token
+// budget, and shrink (never preempting anyone) so that every other decode of the step keeps its
+// token and a block; after verification the blocks past the kept tokens go back.
+TEST_F(SchedulerTest, ProposedTokensRideWithinBudgetAndBlocksAndNeverDisplaceADecode) {
+  make(64, 4, {.max_num_seqs = 4, .max_num_batched_tokens = 8, .max_model_len = 256});
+  Sequence* a = add(2, 40);
+  Sequence* b = add(2, 40);
+  Sequence* c = add(2, 40);
+  run(sched_->schedule());  // the three prompts; each samples its first token
+  for (Sequence* s : {a, b, c}) ASSERT_EQ(s->num_uncomputed(), 1);
+
+  a->draft = {5, 6, 7, 8, 9, 10};
+  auto out = sched_->schedule();
+  ASSERT_EQ(out.chunks.size(), 3u);
+  EXPECT_EQ(out.n_tokens, 8);  // 6 proposed, cut to 5 to leave b and c their decode
+  for (const auto& ch : out.chunks) {
+    EXPECT_TRUE(ch.samples);
+    EXPECT_EQ(ch.n_tokens, ch.seq == a ? 6 : 1);
+    EXPECT_EQ(ch.n_draft, ch.seq == a ? 5 : 0);
+  }
+  EXPECT_EQ(a->draft.size(), 5u);
+  EXPECT_EQ(a->tables[0].blocks().size(), 2u);  // positions 2..7
+  // The engine accepts none of a's proposals and samples one token per sequence.
+  for (const auto& ch : out.chunks) {
+    ch.seq->num_computed += ch.n_tokens - ch.n_draft;
+    ch.seq->tokens.push_back(1);
+  }
+  a->draft.clear();
+  sched_->release_unused(a);
+  EXPECT_EQ(a->tables[0].blocks().size(), 1u);  // 4 tokens: one block of 4
+  EXPECT_TRUE(alloc_->consistent());
+
+  // Short of blocks: b and c each need a block for position 4; a's proposals get what is left.
+  for (const auto& ch : out.chunks) {
+    ch.seq->num_computed += 1;
+    ch.seq->tokens.push_back(1);
+  }
+  std::vector<int32_t> hog;
+  while (alloc_->num_free() > 3) hog.push_back(alloc_->allocate());
+  a->draft = {5, 6, 7, 8, 9, 10};
+  out = sched_->schedule();
+  EXPECT_TRUE(out.preempted.empty());
+  ASSERT_EQ(out.chunks.size(), 3u);
+  // a computes position 4 and may propose up to position 7 (one block), not 9 (budget 5).
+  for (const auto& ch : out.chunks) EXPECT_EQ(ch.n_draft, ch.seq == a ? 3 : 0) << ch.seq->id;
+  EXPECT_EQ(alloc_->num_free(), 0);
+  for (int32_t blk : hog) alloc_->release(blk);
+}
+
 TEST_F(SchedulerTest, BudgetAndSequenceLimitEveryStep) {
   make(1024, 8, {.max_num_seqs = 5, .max_num_batched_tokens = 40, .max_model_len = 512});
   std::mt19937 rng(1);

@@ -1,0 +1,160 @@
+// Speculative decoding (prompt lookup) end to end: greedy output with it equals each request's
+// solo output computed straight through the model without the engine (batched, staggered, with
+// a cache small enough to preempt), and proposals are really accepted; sampled requests keep a
+// seed's tokens and end with every block back; requests that turn it off, and configs that are
+// refused by field.
+#include <random>
+
+#include "engine_harness.h"
+#include "gguf/gguf.h"
+#include "model_runner.h"
+#include "test_support.h"
+#include "text/tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+using testing::collect;
+using testing::greedy_request;
+using testing::Outcome;
+using testing::shared_model;
+
+EngineOptions options(int32_t num_blocks, int32_t max_batch) {
+  EngineOptions o;
+  o.model.path = shared_model("stories260K.gguf");
+  o.cache.block_size = 8;
+  o.cache.num_blocks = num_blocks;
+  o.scheduler.max_num_seqs = 16;
+  o.scheduler.max_num_batched_tokens = 64;
+  o.scheduler.max_model_len = 512;
+  o.speculative.method = "ngram";
+  o.speculative.num_tokens = 5;
+  o.speculative.max_batch = max_batch;
+  return o;
+}
+
+struct Workload {
+  std::vector<Request> requests;
+  std::vector<std::vector<int32_t>> solo;
+};
+
+// 24 greedy requests whose prompts are stretches of llama2.c's story for this model (which
+// repeats itself), with their solo outputs from the model alone.
+Workload make_workload() {
+  GgufFile file(shared_model("stories260K.gguf"));
+  Tokenizer tok(file);
+  DecoderModel model(file);
+  testing::ModelRunner runner(model, 8, 512);
+  const std::vector<int32_t> story = tok.encode(testing::read_text(shared_model("stories260K.expected.txt")), true);
+  std::mt19937 rng(7);
+  Workload w;
+  for (int i = 0; i < 24; ++i) {
+    const size_t len = 4 + rng() % 120, n = 8 + rng() % 100;
+    std::vector<int32_t> prompt(story.begin(), story.begin() + static_cast<int64_t>(std::min(len, story.size())));
+    w.solo.push_back(runner.greedy(prompt, static_cast<int>(n)));
+    w.requests.push_back(greedy_request(prompt, static_cast<int>(n)));
+  }
+  return w;
+}
+
+void expect_equals_solo(int32_t num_blocks, int32_t max_batch, bool expect_preemption) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  const Workload w = make_workload();
+  Engine engine(options(num_blocks, max_batch));
+  std::vector<std::shared_ptr<QueueSink>> sinks;
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    sinks.push_back(std::make_shared<QueueSink>());
+    ASSERT_TRUE(engine.submit(w.requests[i], sinks[i]).ok());
+    if (i % 3 == 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // joins a running batch
+  }
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    const Outcome o = collect(*sinks[i]);
+    EXPECT_EQ(o.tokens, w.solo[i]) << "request " << i;
+    EXPECT_EQ(o.completion.reason, FinishReason::kLength);
+  }
+  engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.blocks_free, s.blocks_total);
+  EXPECT_GT(s.spec_drafts_total, 0);
+  EXPECT_GT(s.spec_accepted_tokens_total, 0) << "no proposal was ever accepted: the test would prove nothing";
+  EXPECT_LE(s.spec_accepted_tokens_total, s.spec_draft_tokens_total);
+  if (expect_preemption) {
+    EXPECT_GT(s.preemptions_total, 0) << "the cache was meant to be too small";
+  }
+  std::printf("verifications %lld, proposed %lld, accepted %lld (%.0f%%), steps %lld, preemptions %lld\n",
+              static_cast<long long>(s.spec_drafts_total), static_cast<long long>(s.spec_draft_tokens_total),
+              static_cast<long long>(s.spec_accepted_tokens_total),
+              100.0 * s.spec_accepted_tokens_total / std::max<int64_t>(1, s.spec_draft_tokens_total),
+              static_cast<long long>(s.steps_total), static_cast<long long>(s.preemptions_total));
+}
+
+TEST(Speculative, GreedyBatchEqualsSoloWithEverySequenceSpeculating) { expect_equals_solo(512, 64, false); }
+
+TEST(Speculative, GreedyEqualsSoloWhenOnlySmallBatchesSpeculate) { expect_equals_solo(512, 4, false); }
+
+TEST(Speculative, GreedyEqualsSoloUnderPreemption) { expect_equals_solo(28, 64, true); }
+
+// One request alone, long enough to repeat itself: most of its tokens come from accepted
+// proposals, so it takes fewer steps than tokens.
+TEST(Speculative, OneStreamTakesFewerStepsThanTokens) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  Engine engine(options(512, 4));
+  const std::vector<int32_t> prompt = engine.tokenizer().encode("Once upon a time", true);
+  auto sink = std::make_shared<QueueSink>();
+  ASSERT_TRUE(engine.submit(greedy_request(prompt, 300), sink).ok());
+  const Outcome o = collect(*sink);
+  ASSERT_EQ(o.tokens.size(), 300u);
+  engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
+  const EngineStats s = engine.stats();
+  EXPECT_LT(s.steps_total, 300 - s.spec_accepted_tokens_total / 2) << s.spec_accepted_tokens_total << " accepted";
+  EXPECT_EQ(s.steps_total + s.spec_accepted_tokens_total, 300 + 0 /* the prompt step samples the first */)
+      << "every step emits one token plus those it accepted";
+}
+
+// A seed gives the same tokens run after run with speculation on (the accept/replace draws come
+// from the request's own generator); a request can turn it off; every block comes back.
+TEST(Speculative, SeededSamplingRepeatsAndRequestsCanOptOut) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  Engine engine(options(512, 4));
+  Request r = greedy_request(engine.tokenizer().encode("Once upon a time", true), 200);
+  r.sampling.temperature = 0.7f;
+  r.sampling.seed = 1234;
+  auto run = [&](const Request& req) {
+    auto sink = std::make_shared<QueueSink>();
+    EXPECT_TRUE(engine.submit(req, sink).ok());
+    return collect(*sink).tokens;
+  };
+  const auto a = run(r), b = run(r);
+  EXPECT_EQ(a, b);
+  const int64_t accepted = engine.stats().spec_accepted_tokens_total;
+  EXPECT_GT(accepted, 0);
+  Request off = r;
+  off.sampling.speculative = false;
+  EXPECT_EQ(run(off).size(), 200u);
+  engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.spec_accepted_tokens_total, accepted) << "a request with speculative = false speculated";
+  EXPECT_EQ(s.blocks_free, s.blocks_total);
+}
+
+TEST(Speculative, ConfigErrorsNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"model": {"path": "m"}, "speculative": {"method": "medusa"}})", "speculative.method"},
+      {R"({"model": {"path": "m"}, "speculative": {"method": "draft"}})", "speculative.method"},
+      {R"({"model": {"path": "m"}, "speculative": {"num_tokens": 0}})", "speculative.num_tokens"},
+      {R"({"model": {"path": "m"}, "speculative": {"ngram_min": 3, "ngram_max": 2}})", "speculative.ngram_max"},
+      {R"({"model": {"path": "m"}, "speculative": {"max_batch": 0}})", "speculative.max_batch"},
+      {R"({"model": {"path": "m"}, "speculative": {"k": 4}})", "speculative.k"},
+  };
+  for (const auto& [text, field] : cases) {
+    try {
+      validate(engine_options_from_json(nlohmann::json::parse(text)));
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(field + ":", 0), 0u) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvserve

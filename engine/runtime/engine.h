@@ -203,7 +203,6 @@ class Engine {
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, steps_total_ = 0;
   // Speculative decoding: verifications, tokens proposed in them, tokens accepted.
   int64_t spec_drafts_total_ = 0, spec_draft_tokens_total_ = 0, spec_accepted_tokens_total_ = 0;
-  std::vector<int32_t> draft_scratch_;
 
   // Shared with callers.
   mutable std::mutex mu_;

@@ -38,13 +38,11 @@ void Engine::propose_drafts() {
 void Engine::verify(const ScheduledChunk& c, const float* logits) {
   const int64_t V = info_.n_vocab;
   Sequence& s = *c.seq;
-  draft_scratch_.assign(s.draft.begin(), s.draft.begin() + c.n_draft);
-  s.draft.clear();
   ++spec_drafts_total_;
   spec_draft_tokens_total_ += c.n_draft;
   int32_t accepted = 0;
   for (int32_t i = 0; i <= c.n_draft; ++i) {
-    const int32_t draft = i < c.n_draft ? draft_scratch_[i] : -1;
+    const int32_t draft = i < c.n_draft ? s.draft[i] : -1;  // read while s is alive
     int32_t token;
     const bool alive = emit(s, logits + i * V, draft, &token);
     const bool hit = draft >= 0 && token == draft;
@@ -57,6 +55,7 @@ void Engine::verify(const ScheduledChunk& c, const float* logits) {
     ++s.num_computed;  // the accepted token's K/V, computed in this pass, stand
   }
   spec_accepted_tokens_total_ += accepted;
+  s.draft.clear();
   // Longer proposals while they are taken whole; shorter ones and a pause while they miss.
   if (accepted == c.n_draft) {
     s.draft_limit = std::min(s.draft_limit + 1, options_.speculative.num_tokens);

@@ -173,9 +173,11 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget) {
   out.preempted.push_back(seq);
 }
 
-void Scheduler::append_chunk(Sequence* seq, int64_t n, SchedulerOutput& out, int64_t& budget) {
+void Scheduler::append_chunk(Sequence* seq, int64_t n, SchedulerOutput& out, int64_t& budget, int64_t n_draft) {
   grow(seq, seq->num_computed + n);
-  out.chunks.push_back({seq, static_cast<int32_t>(n), seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
+  out.chunks.push_back({seq, static_cast<int32_t>(n),
+                        seq->num_computed + n - n_draft == static_cast<int64_t>(seq->tokens.size()),
+                        static_cast<int32_t>(n_draft)});
   out.n_tokens += n;
   budget -= n;
 }
@@ -255,11 +257,7 @@ SchedulerOutput Scheduler::schedule() {
         preempt(victim, out, budget);
       }
       if (self_preempted) continue;
-      append_chunk(seq, n + n_draft, out, budget);
-      if (n_draft > 0) {
-        out.chunks.back().samples = true;
-        out.chunks.back().n_draft = static_cast<int32_t>(n_draft);
-      }
+      append_chunk(seq, n + n_draft, out, budget, n_draft);
     }
   }
   int64_t no_cap = budget;

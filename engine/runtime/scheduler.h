@@ -70,7 +70,8 @@ class Scheduler {
   // The tokens seq may take this step within budget: its own max_chunk at most.
   static int64_t chunk_cap(const Sequence* seq, int64_t budget);
   void preempt(Sequence* seq, SchedulerOutput& out, int64_t& budget);
-  void append_chunk(Sequence* seq, int64_t n, SchedulerOutput& out, int64_t& budget);
+  // n tokens of seq, the last n_draft of them its proposed ones.
+  void append_chunk(Sequence* seq, int64_t n, SchedulerOutput& out, int64_t& budget, int64_t n_draft = 0);
   // Admits from `queue` while it fits, taking at most `cap` tokens (cap and budget shrink).
   void admit(std::deque<Sequence*>& queue, int64_t& cap, SchedulerOutput& out, int64_t& budget);
   Sequence* pick_victim(const Sequence* except) const;

@@ -17,9 +17,9 @@ LAYERS = [
     ["codecs"],                                   # tensor types and block codecs
     ["kernels", "gguf"],                          # CPU kernels; the file format
     ["weights", "kv_cache"],                      # weight matrices; the paged cache
-    ["model", "text", "sampling", "inspect",
-     "speculative"],                              # ...; proposers for speculative decoding
-    ["grammar"],                                  # constrained decoding (UTF-8 from text/)
+    ["model", "text", "sampling", "inspect"],      # architectures; tokenizer; sampler; inspection
+    ["grammar", "speculative"],                   # constrained decoding (UTF-8 from text/); proposers
+                                                  # for speculative decoding (a draft runs a model)
     ["runtime"],                                  # the loop, scheduler, config
     ["tools"],                                    # engine command-line tools
     ["core"],                                     # server/core: transport-neutral service state

@@ -93,13 +93,7 @@ void log_startup(const kvserve::Engine& engine) {
   const auto& s = engine.options().scheduler;
   spdlog::info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, max_waiting {}",
                s.max_num_seqs, s.max_num_batched_tokens, s.max_model_len, s.max_waiting);
-  const auto& sp = engine.options().speculative;
-  if (sp.method == "off")
-    spdlog::info("speculative decoding: off (speculative.method)");
-  else
-    spdlog::info("speculative decoding: {} (up to {} proposed tokens per step, suffixes of {}-{} tokens), in steps "
-                 "of at most {} sequences",
-                 sp.method, sp.num_tokens, sp.ngram_min, sp.ngram_max, sp.max_batch);
+  spdlog::info("speculative decoding: {}", m.speculative == "off" ? "off (speculative.method)" : m.speculative);
 }
 
 // What is about to be loaded, said before the load (which can take many seconds): the file, its

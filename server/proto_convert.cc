@@ -169,6 +169,15 @@ void to_proto(const ModelInfo& i, const EngineOptions& o, v1::GetModelInfoRespon
   out->set_kv_request_token_layers_windowed(i.kv_request_token_layers_windowed);
   out->set_kv_request_token_layers_full(i.kv_request_token_layers_full);
   out->set_kv_bytes_per_request(i.kv_bytes_per_request);
+  out->set_speculative_method(o.speculative.method);
+  out->set_speculative_num_tokens(o.speculative.method == "off" ? 0 : o.speculative.num_tokens);
+  out->set_speculative(i.speculative);
+  if (o.speculative.method == "draft") {
+    out->set_draft_model_name(i.draft_name);
+    out->set_draft_num_params(i.draft_n_params);
+    out->set_draft_num_blocks(i.draft_num_blocks);
+    out->set_draft_kv_cache_bytes(i.draft_kv_bytes);
+  }
   out->set_server_version(kvserve::server_version());
   out->set_num_threads(i.num_threads);
   out->set_num_params(i.n_params);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <type_traits>
 
 namespace kvserve {
 namespace {
@@ -28,6 +29,9 @@ void read(const json& section, const std::string& name, const char* key, T& out,
   } else if constexpr (std::is_same_v<T, bool>) {
     if (!it->is_boolean()) throw ConfigError(field + ": expected true or false, got " + it->dump());
     out = it->get<bool>();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!it->is_number()) throw ConfigError(field + ": expected a number, got " + it->dump());
+    out = it->get<T>();
   } else {
     if (!it->is_number_integer())
       throw ConfigError(field + ": expected an integer, got " + it->dump());
@@ -126,6 +130,9 @@ EngineOptions engine_options_from_json(const json& config) {
   read(sp, "speculative", "ngram_min", o.speculative.ngram_min, seen);
   read(sp, "speculative", "ngram_max", o.speculative.ngram_max, seen);
   read(sp, "speculative", "max_batch", o.speculative.max_batch, seen);
+  read(sp, "speculative", "adaptive", o.speculative.adaptive, seen);
+  read(sp, "speculative", "draft_model", o.speculative.draft_model, seen);
+  read(sp, "speculative", "draft_cache_share", o.speculative.draft_cache_share, seen);
   reject_unknown(sp, "speculative", seen);
   return o;
 }
@@ -143,10 +150,14 @@ void validate(const EngineOptions& o) {
   if (o.cache.num_blocks == 0 && o.cache.memory_bytes <= 0)
     throw ConfigError("cache.memory_bytes: must be positive when cache.num_blocks is 0");
   const SpeculativeOptions& sp = o.speculative;
-  if (sp.method == "draft")
-    throw ConfigError("speculative.method: \"draft\" (a draft model) is not supported yet; use \"ngram\" or \"off\"");
-  if (sp.method != "off" && sp.method != "ngram")
-    throw ConfigError("speculative.method: expected \"off\" or \"ngram\", got \"" + sp.method + "\"");
+  if (sp.method != "off" && sp.method != "ngram" && sp.method != "draft")
+    throw ConfigError("speculative.method: expected \"off\", \"ngram\" or \"draft\", got \"" + sp.method + "\"");
+  if (sp.method == "draft" && sp.draft_model.empty())
+    throw ConfigError("speculative.draft_model: required with method \"draft\" (a GGUF file with the model's vocabulary)");
+  if (sp.method != "draft" && !sp.draft_model.empty())
+    throw ConfigError("speculative.draft_model: set, but speculative.method is \"" + sp.method + "\", not \"draft\"");
+  if (!(sp.draft_cache_share > 0.0 && sp.draft_cache_share <= 0.5))
+    throw ConfigError("speculative.draft_cache_share: must be above 0 and at most 0.5");
   if (sp.num_tokens < 1 || sp.num_tokens > 16) throw ConfigError("speculative.num_tokens: must be between 1 and 16");
   if (sp.ngram_min < 1) throw ConfigError("speculative.ngram_min: must be >= 1");
   if (sp.ngram_max < sp.ngram_min) throw ConfigError("speculative.ngram_max: must be >= speculative.ngram_min");

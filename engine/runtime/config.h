@@ -72,9 +72,9 @@ struct SchedulerOptions {
 // pass as its next token (one pass over the weights for several tokens), and the output is what
 // decoding without it gives (greedy: the same tokens; sampled: the same distribution).
 struct SpeculativeOptions {
-  // "off", or "ngram" (prompt lookup: the tokens that followed the latest earlier occurrence of
-  // the sequence's last n tokens, in its prompt or output). "draft" (a second, smaller model) is
-  // refused at start-up: not built yet.
+  // "off"; "ngram" (prompt lookup: the tokens that followed the latest earlier occurrence of the
+  // sequence's last n tokens, in its prompt or output); or "draft" (a second, smaller model with
+  // the same vocabulary decodes num_tokens ahead, greedily).
   std::string method = "off";
   int32_t num_tokens = 4;  // K: tokens proposed per sequence and step at most
   int32_t ngram_min = 2;   // shortest suffix matched (n)
@@ -82,6 +82,13 @@ struct SpeculativeOptions {
   // No sequence speculates in a step that runs more than this many sequences: with a large batch
   // the step is no longer bound by reading the weights, and verified tokens cost full compute.
   int32_t max_batch = 4;
+  // true: each sequence proposes as many tokens as pay at its acceptance rate and the measured
+  // cost of proposing and verifying (none for a while when none pay); false: always num_tokens.
+  bool adaptive = true;
+  std::string draft_model;  // method "draft": the draft's GGUF file (its vocabulary must be the model's)
+  // method "draft": the share of the KV budget the draft's own cache takes (the model's cache
+  // gets the rest): of cache.memory_bytes, or beside cache.num_blocks' blocks in that proportion.
+  double draft_cache_share = 0.1;
 };
 
 struct EngineOptions {

@@ -13,6 +13,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
 #include "runtime/request_validation.h"
+#include "speculative/draft_model.h"
 
 namespace kvserve {
 namespace {
@@ -115,10 +116,11 @@ void Engine::load() {
                         level_name(best) + ")");
   }
   if (level < KernelLevel::kAvx512 && best == KernelLevel::kAvx512) limit_onednn_isa(level);
-  model_ = load_model(*file_, {.weights = {.keep_bf16 = options_.model.keep_bf16,
-                                           .int8_activations = options_.model.int8_activations,
-                                           .repack = options_.model.repack_weights},
-                               .kernels = &kernel_table(level)});
+  const ModelLoadOptions load_options{.weights = {.keep_bf16 = options_.model.keep_bf16,
+                                                 .int8_activations = options_.model.int8_activations,
+                                                 .repack = options_.model.repack_weights},
+                                     .kernels = &kernel_table(level)};
+  model_ = load_model(*file_, load_options);
   info_.kernels = level_name(level);
   exp_array_ = kernel_table(level).exp_array;
   const ModelHparams& hp = model_->hparams();
@@ -149,8 +151,10 @@ void Engine::load() {
                         : KvLayout::single(hp.n_layer);
   const int64_t block_bytes = shape.bytes_per_token() / shape.n_layers * layout.layers_per_group * bs;
   int64_t num_blocks = options_.cache.num_blocks;
+  // A draft model's cache takes its share of the budget; the model's gets the rest.
+  const double draft_share = options_.speculative.method == "draft" ? options_.speculative.draft_cache_share : 0.0;
   if (num_blocks == 0) {
-    num_blocks = options_.cache.memory_bytes / block_bytes;
+    num_blocks = static_cast<int64_t>(static_cast<double>(options_.cache.memory_bytes) * (1.0 - draft_share)) / block_bytes;
     if (num_blocks < 1)
       throw ConfigError("cache.memory_bytes: " + std::to_string(options_.cache.memory_bytes) +
                         " bytes hold no block of " + std::to_string(block_bytes) + " bytes");
@@ -160,6 +164,8 @@ void Engine::load() {
   alloc_ = std::make_unique<BlockAllocator>(kv_->num_blocks());
   scheduler_ = std::make_unique<Scheduler>(so, *alloc_, bs, options_.cache.enable_prefix_caching, layout);
   options_.cache.num_blocks = kv_->num_blocks();
+  load_proposer(load_options, shape.element_bytes,
+                static_cast<int64_t>(static_cast<double>(kv_->total_bytes()) * draft_share / (1.0 - draft_share)));
 
   info_.architecture = hp.architecture;
   info_.name = hp.name;
@@ -442,7 +448,9 @@ void Engine::step() {
   build_batch(plan);
   const float* logits = nullptr;
   try {
+    const auto t0 = Sequence::Clock::now();
     logits = model_->forward(batch_, *kv_);
+    if (proposer_) note_decode_pass(plan, std::chrono::duration<double>(Sequence::Clock::now() - t0).count());
   } catch (const std::exception& e) {
     spdlog::error("forward step failed: {}", e.what());
     for (const auto& c : plan.chunks) finish(c.seq, FinishReason::kError, std::string("forward failed: ") + e.what());
@@ -660,6 +668,7 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::string error, Event
     c.attention = seq->capture;
   event.completion = c;
   scheduler_->remove(seq);
+  if (proposer_) proposer_->forget(seq->id);
   ++finished_total_;
   deliver(*seq, std::move(event));
   seqs_.erase(seq->id);
@@ -713,6 +722,10 @@ void Engine::publish_stats() {
   s.spec_drafts_total = spec_drafts_total_;
   s.spec_draft_tokens_total = spec_draft_tokens_total_;
   s.spec_accepted_tokens_total = spec_accepted_tokens_total_;
+  if (draft_) {
+    s.draft_blocks_total = draft_->num_blocks();
+    s.draft_blocks_free = draft_->blocks_free();
+  }
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;
 }

@@ -26,6 +26,7 @@
 #include "common/request.h"
 #include "runtime/scheduler.h"
 #include "runtime/kv_events.h"
+#include "speculative/proposer.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -78,6 +79,13 @@ struct ModelInfo {
   // span): max_model_len unless some layers are windowed.
   int64_t kv_tokens_per_request = 0;
   std::vector<KvVariant> kv_what_if;  // the same budget under MHA, GQA, MQA and MLA layouts
+  // Speculative decoding as configured: "off", "ngram (...)" or "draft <file> (...)", as logged.
+  std::string speculative;
+  // method "draft": the draft model and its own KV cache (0 and empty otherwise).
+  std::string draft_name;
+  int64_t draft_n_params = 0;
+  int32_t draft_num_blocks = 0;
+  int64_t draft_kv_bytes = 0;
 };
 
 struct EngineStats {
@@ -104,6 +112,9 @@ struct EngineStats {
   int64_t spec_drafts_total = 0;
   int64_t spec_draft_tokens_total = 0;
   int64_t spec_accepted_tokens_total = 0;
+  // method "draft": the draft's own KV blocks, and how many of them are free.
+  int32_t draft_blocks_total = 0;
+  int32_t draft_blocks_free = 0;
 };
 
 // The vocabulary as a grammar sees it: text tokens by their bytes; control, unknown and unused
@@ -111,6 +122,8 @@ struct EngineStats {
 // tokens that do not end generation match their spelling (requests with special_text, whose
 // grammars write a chat format's control-token markers).
 std::shared_ptr<const grammar::TokenIndex> make_token_index(const Tokenizer& tokenizer, bool special = false);
+
+class DraftModelProposer;
 
 class Engine {
  public:
@@ -168,6 +181,12 @@ class Engine {
   // proposed tokens. After the forward pass: a chunk's proposed tokens accepted while they match
   // what is sampled from its rows; the first that does not is replaced by that sample.
   void propose_drafts();
+  // At load: the proposer speculative.method names (none when "off").
+  // Tokens to propose for s now (0: proposing does not pay at its acceptance rate).
+  int32_t proposal_length(const Sequence& s) const;
+  // After a forward pass of decodes only: what a pass over one row each costs lately.
+  void note_decode_pass(const SchedulerOutput& plan, double seconds);
+  void load_proposer(const ModelLoadOptions& load, int32_t kv_element_bytes, int64_t draft_cache_bytes);
   void verify(const ScheduledChunk& chunk, const float* logits);
   // Applies logit_bias and the grammar's mask to a sequence's logits; false when it ended the
   // sequence instead (the grammar failed, or allows nothing).
@@ -203,6 +222,9 @@ class Engine {
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, steps_total_ = 0;
   // Speculative decoding: verifications, tokens proposed in them, tokens accepted.
   int64_t spec_drafts_total_ = 0, spec_draft_tokens_total_ = 0, spec_accepted_tokens_total_ = 0;
+  double decode_pass_seconds_ = 0;  // a moving average (note_decode_pass)
+  std::unique_ptr<Proposer> proposer_;              // null when speculative.method is "off"
+  DraftModelProposer* draft_ = nullptr;             // proposer_ when it is a draft model
 
   // Shared with callers.
   mutable std::mutex mu_;

@@ -56,11 +56,13 @@ struct Sequence {
   // Prompt tokens per step at most (0 = any): a scored prompt holds a row of logits per token.
   int32_t max_chunk = 0;
   // Speculative decoding: the tokens proposed to follow tokens.back(), verified in the step that
-  // computes it (the scheduler may shorten or drop them); how many it proposes at most now (it
-  // adapts to what is accepted); and steps to skip proposing after proposals went unaccepted.
+  // computes it (the scheduler may shorten or drop them); proposed tokens accepted and refused
+  // lately (counts that fade, for its acceptance rate); steps to skip proposing while proposing
+  // does not pay, and how long the next such pause is (it doubles while it goes on not paying).
   std::vector<int32_t> draft;
-  int32_t draft_limit = 0;
+  float draft_hits = 0, draft_misses = 0;
   int32_t draft_pause = 0;
+  int32_t draft_backoff = 0;
 
   // Blocks held now, over every group.
   int32_t blocks_held() const {

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "speculative/proposer.h"
+
 namespace kvserve {
 
 struct NgramProposerOptions {
@@ -21,5 +23,17 @@ struct NgramProposerOptions {
 // tokens: [n] the sequence so far (prompt, then output)
 void propose_ngram(std::span<const int32_t> tokens, const NgramProposerOptions& options, int32_t k,
                    std::vector<int32_t>& out);
+
+// propose_ngram behind the proposers' interface; it keeps nothing per sequence.
+class NgramProposer : public Proposer {
+ public:
+  explicit NgramProposer(const NgramProposerOptions& options) : options_(options) {}
+  void propose(std::span<const ProposalRequest> requests) override {
+    for (const ProposalRequest& r : requests) propose_ngram(r.tokens, options_, r.k, *r.out);
+  }
+
+ private:
+  NgramProposerOptions options_;
+};
 
 }  // namespace kvserve

@@ -4,9 +4,10 @@
 //     interleaved; from it, the tokens per pass needed to break even and the speedup at a given
 //     acceptance rate (each proposed token accepted with probability a, independently:
 //     (1 - a^(K+1)) / (1 - a) tokens per pass).
-//  2. (--part stream) End to end through the engine: one stream, greedy, speculative.method "off" against
-//     "ngram", runs alternating, on --prompt-file's text (or the model's own continuation of a
-//     short prompt): output tokens per second, the ratio, and the acceptance rate.
+//  2. (--part stream) End to end through the engine: one stream (or --streams concurrent ones), greedy,
+//     speculative.method "off" against --method ("ngram", or "draft" with --draft's file), runs
+//     alternating, on --prompt-file's text (or the model's own continuation of a short prompt):
+//     output tokens per second (all streams together), the ratio, and the acceptance rate.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -80,34 +81,42 @@ struct Run {
   int64_t proposed = 0, accepted = 0;
 };
 
-// Part 2: one greedy stream of n tokens after `prompt`, `requests` times, on a fresh engine.
-Run end_to_end(const std::string& path, const std::string& method, const std::vector<int32_t>& prompt, int n,
-               int requests, int threads, int num_tokens) {
+// Part 2: `streams` greedy streams of n tokens after `prompt` at once, `requests` times, on a
+// fresh engine; tokens per second over all streams.
+Run end_to_end(const std::string& path, const std::string& method, const std::string& draft,
+               const std::vector<int32_t>& prompt, int n, int requests, int streams, int threads, int num_tokens) {
   kvserve::EngineOptions o;
   o.model.path = path;
   o.model.num_threads = threads;
   o.cache.memory_bytes = int64_t{1} << 30;
+  o.scheduler.max_num_seqs = std::max(o.scheduler.max_num_seqs, streams);
   o.speculative.method = method;
   o.speculative.num_tokens = num_tokens;
+  if (method == "draft") o.speculative.draft_model = draft;
   kvserve::Engine engine(o);
   Run run;
   double seconds = 0;
   int64_t tokens = 0;
   for (int r = 0; r < requests; ++r) {
-    kvserve::Request req;
-    req.prompt = prompt;
-    req.sampling.temperature = 0;
-    req.sampling.max_new_tokens = n;
-    req.sampling.ignore_eos = true;
-    req.cache_salt = std::to_string(r);  // no prefix-cache reuse between the runs
-    auto sink = std::make_shared<kvserve::QueueSink>();
+    std::vector<std::shared_ptr<kvserve::QueueSink>> sinks;
     const auto t0 = Clock::now();
-    if (!engine.submit(req, sink).ok()) throw std::runtime_error("request refused");
-    for (;;) {
-      auto ev = sink->pop(std::chrono::milliseconds(600000));
-      if (!ev) throw std::runtime_error("no event");
-      tokens += static_cast<int64_t>(ev->token_ids.size());
-      if (ev->completion) break;
+    for (int i = 0; i < streams; ++i) {
+      kvserve::Request req;
+      req.prompt = prompt;
+      req.sampling.temperature = 0;
+      req.sampling.max_new_tokens = n;
+      req.sampling.ignore_eos = true;
+      req.cache_salt = std::to_string(r * streams + i);  // no prefix-cache reuse between the streams
+      sinks.push_back(std::make_shared<kvserve::QueueSink>());
+      if (!engine.submit(req, sinks.back()).ok()) throw std::runtime_error("request refused");
+    }
+    for (auto& sink : sinks) {
+      for (;;) {
+        auto ev = sink->pop(std::chrono::milliseconds(600000));
+        if (!ev) throw std::runtime_error("no event");
+        tokens += static_cast<int64_t>(ev->token_ids.size());
+        if (ev->completion) break;
+      }
     }
     seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   }
@@ -135,6 +144,11 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "alternating off/ngram rounds");
   app.add_option("--threads", threads, "compute threads (0 = the CPUs this process may use)");
   app.add_option("--num-tokens", num_tokens, "speculative.num_tokens (K at most)");
+  std::string method = "ngram", draft;
+  int streams = 1;
+  app.add_option("--method", method, "the proposer timed against off")->check(CLI::IsMember({"ngram", "draft"}));
+  app.add_option("--draft", draft, "--method draft: the draft model's GGUF file");
+  app.add_option("--streams", streams, "concurrent streams (1: one stream)");
   std::string part = "cost";
   app.add_option("--part", part, "cost (1) or stream (2): one per process, so that only one thread runs OpenMP work")
       ->check(CLI::IsMember({"cost", "stream"}));
@@ -168,8 +182,8 @@ int main(int argc, char** argv) {
     std::vector<double> off, on;
     int64_t proposed = 0, accepted = 0;
     for (int r = 0; r < rounds; ++r) {
-      off.push_back(end_to_end(model, "off", prompt, tokens, requests, threads, num_tokens).tokens_per_s);
-      const Run s = end_to_end(model, "ngram", prompt, tokens, requests, threads, num_tokens);
+      off.push_back(end_to_end(model, "off", draft, prompt, tokens, requests, streams, threads, num_tokens).tokens_per_s);
+      const Run s = end_to_end(model, method, draft, prompt, tokens, requests, streams, threads, num_tokens);
       on.push_back(s.tokens_per_s);
       proposed += s.proposed;
       accepted += s.accepted;
@@ -177,9 +191,11 @@ int main(int argc, char** argv) {
     double mo = 0, mn = 0;
     for (double x : off) mo += x / off.size();
     for (double x : on) mn += x / on.size();
-    std::printf("\n| one stream, %zu-token prompt, %d out, greedy | off tok/s | ngram tok/s | ngram / off | accepted / proposed |\n"
+    const std::string shown =
+        model.substr(model.find_last_of('/') + 1) + (method == "draft" ? ", draft " + draft.substr(draft.find_last_of('/') + 1) : "");
+    std::printf("\n| %d stream(s), %zu-token prompt, %d out, greedy | off tok/s | %s tok/s | %s / off | accepted / proposed |\n"
                 "|---|---|---|---|---|\n| %s | %.1f | %.1f | %.2fx | %lld / %lld (%.0f%%) |\n",
-                prompt.size(), tokens, model.substr(model.find_last_of('/') + 1).c_str(), mo, mn, mn / mo,
+                streams, prompt.size(), tokens, method.c_str(), method.c_str(), shown.c_str(), mo, mn, mn / mo,
                 static_cast<long long>(accepted), static_cast<long long>(proposed),
                 proposed ? 100.0 * accepted / proposed : 0.0);
   } catch (const std::exception& e) {

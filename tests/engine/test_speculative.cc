@@ -1,8 +1,8 @@
-// Speculative decoding (prompt lookup) end to end: greedy output with it equals each request's
-// solo output computed straight through the model without the engine (batched, staggered, with
-// a cache small enough to preempt), and proposals are really accepted; sampled requests keep a
-// seed's tokens and end with every block back; requests that turn it off, and configs that are
-// refused by field.
+// Speculative decoding end to end, with both proposers (prompt lookup, and a draft model: this
+// model's own Q4_0 file): greedy output with it equals each request's solo output computed
+// straight through the model without the engine (batched, staggered, with a cache small enough
+// to preempt), and proposals are really accepted; sampled requests keep a seed's tokens and end
+// with every block back; requests that turn it off, and configs that are refused by field.
 #include <random>
 
 #include "engine_harness.h"
@@ -19,7 +19,8 @@ using testing::greedy_request;
 using testing::Outcome;
 using testing::shared_model;
 
-EngineOptions options(int32_t num_blocks, int32_t max_batch) {
+// method "draft" proposes with the Q4_0 file of the same model; share: the draft's cache share.
+EngineOptions options(int32_t num_blocks, int32_t max_batch, const std::string& method = "ngram", double share = 0.25) {
   EngineOptions o;
   o.model.path = shared_model("stories260K.gguf");
   o.cache.block_size = 8;
@@ -27,9 +28,16 @@ EngineOptions options(int32_t num_blocks, int32_t max_batch) {
   o.scheduler.max_num_seqs = 16;
   o.scheduler.max_num_batched_tokens = 64;
   o.scheduler.max_model_len = 512;
-  o.speculative.method = "ngram";
+  o.speculative.method = method;
   o.speculative.num_tokens = 5;
   o.speculative.max_batch = max_batch;
+  if (method == "draft") {
+    // This draft costs about what the model does (both are tiny): adaptive proposing would
+    // rightly stop, and these tests are about what verification does with proposals.
+    o.speculative.adaptive = false;
+    o.speculative.draft_model = shared_model("quant/stories260K-q4_0.gguf");
+    o.speculative.draft_cache_share = share;
+  }
   return o;
 }
 
@@ -57,10 +65,12 @@ Workload make_workload() {
   return w;
 }
 
-void expect_equals_solo(int32_t num_blocks, int32_t max_batch, bool expect_preemption) {
+void expect_equals_solo(int32_t num_blocks, int32_t max_batch, bool expect_preemption, const std::string& method = "ngram",
+                        double share = 0.25) {
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("quant/stories260K-q4_0.gguf"));
   const Workload w = make_workload();
-  Engine engine(options(num_blocks, max_batch));
+  Engine engine(options(num_blocks, max_batch, method, share));
   std::vector<std::shared_ptr<QueueSink>> sinks;
   for (size_t i = 0; i < w.requests.size(); ++i) {
     sinks.push_back(std::make_shared<QueueSink>());
@@ -75,6 +85,7 @@ void expect_equals_solo(int32_t num_blocks, int32_t max_batch, bool expect_preem
   engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.blocks_free, s.blocks_total);
+  EXPECT_EQ(s.draft_blocks_free, s.draft_blocks_total) << "the draft's cache kept blocks of finished requests";
   EXPECT_GT(s.spec_drafts_total, 0);
   EXPECT_GT(s.spec_accepted_tokens_total, 0) << "no proposal was ever accepted: the test would prove nothing";
   EXPECT_LE(s.spec_accepted_tokens_total, s.spec_draft_tokens_total);
@@ -94,11 +105,21 @@ TEST(Speculative, GreedyEqualsSoloWhenOnlySmallBatchesSpeculate) { expect_equals
 
 TEST(Speculative, GreedyEqualsSoloUnderPreemption) { expect_equals_solo(28, 64, true); }
 
+TEST(Speculative, DraftModelGreedyBatchEqualsSoloWithEverySequenceSpeculating) {
+  expect_equals_solo(512, 64, false, "draft");
+}
+
+TEST(Speculative, DraftModelGreedyEqualsSoloWhenOnlySmallBatchesSpeculate) { expect_equals_solo(512, 4, false, "draft"); }
+
+// The draft's own cache is small too here: sequences take each other's draft blocks.
+TEST(Speculative, DraftModelGreedyEqualsSoloUnderPreemption) { expect_equals_solo(28, 64, true, "draft", 0.5); }
+
 // One request alone, long enough to repeat itself: most of its tokens come from accepted
 // proposals, so it takes fewer steps than tokens.
-TEST(Speculative, OneStreamTakesFewerStepsThanTokens) {
+void expect_fewer_steps_than_tokens(const std::string& method) {
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
-  Engine engine(options(512, 4));
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("quant/stories260K-q4_0.gguf"));
+  Engine engine(options(512, 4, method));
   const std::vector<int32_t> prompt = engine.tokenizer().encode("Once upon a time", true);
   auto sink = std::make_shared<QueueSink>();
   ASSERT_TRUE(engine.submit(greedy_request(prompt, 300), sink).ok());
@@ -109,13 +130,21 @@ TEST(Speculative, OneStreamTakesFewerStepsThanTokens) {
   EXPECT_LT(s.steps_total, 300 - s.spec_accepted_tokens_total / 2) << s.spec_accepted_tokens_total << " accepted";
   EXPECT_EQ(s.steps_total + s.spec_accepted_tokens_total, 300 + 0 /* the prompt step samples the first */)
       << "every step emits one token plus those it accepted";
+  std::printf("%s: %lld steps for 300 tokens, %lld of %lld proposed accepted\n", method.c_str(),
+              static_cast<long long>(s.steps_total), static_cast<long long>(s.spec_accepted_tokens_total),
+              static_cast<long long>(s.spec_draft_tokens_total));
 }
+
+TEST(Speculative, OneStreamTakesFewerStepsThanTokens) { expect_fewer_steps_than_tokens("ngram"); }
+
+TEST(Speculative, DraftModelOneStreamTakesFewerStepsThanTokens) { expect_fewer_steps_than_tokens("draft"); }
 
 // A seed gives the same tokens run after run with speculation on (the accept/replace draws come
 // from the request's own generator); a request can turn it off; every block comes back.
-TEST(Speculative, SeededSamplingRepeatsAndRequestsCanOptOut) {
+void expect_seed_repeats_and_opt_out(const std::string& method) {
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
-  Engine engine(options(512, 4));
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("quant/stories260K-q4_0.gguf"));
+  Engine engine(options(512, 4, method));
   Request r = greedy_request(engine.tokenizer().encode("Once upon a time", true), 200);
   r.sampling.temperature = 0.7f;
   r.sampling.seed = 1234;
@@ -135,16 +164,27 @@ TEST(Speculative, SeededSamplingRepeatsAndRequestsCanOptOut) {
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.spec_accepted_tokens_total, accepted) << "a request with speculative = false speculated";
   EXPECT_EQ(s.blocks_free, s.blocks_total);
+  EXPECT_EQ(s.draft_blocks_free, s.draft_blocks_total);
 }
+
+TEST(Speculative, SeededSamplingRepeatsAndRequestsCanOptOut) { expect_seed_repeats_and_opt_out("ngram"); }
+
+TEST(Speculative, DraftModelSeededSamplingRepeatsAndRequestsCanOptOut) { expect_seed_repeats_and_opt_out("draft"); }
 
 TEST(Speculative, ConfigErrorsNameTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"model": {"path": "m"}, "speculative": {"method": "medusa"}})", "speculative.method"},
-      {R"({"model": {"path": "m"}, "speculative": {"method": "draft"}})", "speculative.method"},
+      {R"({"model": {"path": "m"}, "speculative": {"method": "draft"}})", "speculative.draft_model"},
+      {R"({"model": {"path": "m"}, "speculative": {"method": "ngram", "draft_model": "d"}})", "speculative.draft_model"},
+      {R"({"model": {"path": "m"}, "speculative": {"method": "draft", "draft_model": "d", "draft_cache_share": 0}})",
+       "speculative.draft_cache_share"},
+      {R"({"model": {"path": "m"}, "speculative": {"method": "draft", "draft_model": "d", "draft_cache_share": "x"}})",
+       "speculative.draft_cache_share"},
       {R"({"model": {"path": "m"}, "speculative": {"num_tokens": 0}})", "speculative.num_tokens"},
       {R"({"model": {"path": "m"}, "speculative": {"ngram_min": 3, "ngram_max": 2}})", "speculative.ngram_max"},
       {R"({"model": {"path": "m"}, "speculative": {"max_batch": 0}})", "speculative.max_batch"},
       {R"({"model": {"path": "m"}, "speculative": {"k": 4}})", "speculative.k"},
+      {R"({"model": {"path": "m"}, "speculative": {"adaptive": 1}})", "speculative.adaptive"},
   };
   for (const auto& [text, field] : cases) {
     try {

@@ -8,7 +8,9 @@
 #   moe: a Qwen3-30B-A3B-like mixture of experts scaled to this machine (Q4_K_M, 1.8 GB)
 #   grammar: scripts/bench-grammar.sh, constrained decoding's mask time and throughput
 #   metrics: scripts/bench-metrics.sh, a /metrics scrape's latency idle and under full load
-#   speculative: scripts/bench-speculative.sh, prompt lookup's verification cost and one-stream speed
+#   speculative: scripts/bench-speculative.sh, verification cost, one stream with prompt lookup and a draft model, 16 streams
+#   vs llama.cpp: with LLAMA_CPP_BIN set (llama-bench, llama-batched-bench and llama-server built
+#           outside the project), scripts/bench-vs-llamacpp.sh and bench-speculative.sh's HTTP rows
 # --quick skips the ~1B and MoE shapes (4 GB and 1.8 GB models) and shortens the serving runs.
 # KVSERVE_KV_DTYPE=f32|f16 (default f16, llama.cpp's default cache type, which its published
 # figures used) sets the KV cache element type of every run.
@@ -78,6 +80,8 @@ serve_and_bench c16-p512 true --num-requests "$n" --concurrency 16 --prompt-len 
 "$root/scripts/bench-metrics.sh" $([ "$quick" = 1 ] && echo --quick)
 # Speculative decoding for one stream (bench-results/speculative.md).
 "$root/scripts/bench-speculative.sh" $([ "$quick" = 1 ] && echo --quick)
+# Beside llama.cpp on the same files, against the honest limits (bench-results/vs-llamacpp.md).
+if [ -n "${LLAMA_CPP_BIN:-}" ]; then "$root/scripts/bench-vs-llamacpp.sh" $([ "$quick" = 1 ] && echo --quick); fi
 # Prefix caching: a shared 1,024-token prefix and short distinct suffixes, cache on against off.
 serve_and_bench prefix-on true --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32
 serve_and_bench prefix-off false --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32

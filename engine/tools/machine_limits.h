@@ -56,5 +56,14 @@ CpuTimes read_cpu_times();
 double steal_share(const CpuTimes& before, const CpuTimes& after);
 // fp32 floating-point operations per second at full FMA throughput on all threads.
 double measure_fma_peak();
+// int8 operations per second (a multiply and an add each) at full dot-product throughput on all
+// threads: AVX-512 VNNI, else AVX-VNNI, else AVX2's two-step byte products; 12 independent
+// accumulators each, no memory traffic.
+double measure_int8_peak();
+// The read bandwidth a plain streaming read reaches, with no engine code in it: the best of
+// `passes` passes of every thread summing its share of a `bytes` buffer far larger than the
+// last-level cache, plain loads only (no software prefetch). The limit a decode step is held
+// against: nothing the engine does to its access pattern moves it.
+double measure_plain_read_bandwidth(size_t bytes = size_t{1} << 30, int passes = 5);
 
 }  // namespace kvserve

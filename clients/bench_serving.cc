@@ -273,6 +273,17 @@ int main(int argc, char** argv) {
   std::vector<Result> results(num_requests);
   std::atomic<int> finished = 0;
   Semaphore slots(concurrency > 0 ? concurrency : num_requests);
+  // The engine's busy time around the run (GetStats): the share of wall time it spent stepping.
+  auto engine_seconds = [&](double* forward) {
+    pb::GetStatsResponse st;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!stub->GetStats(&ctx, {}, &st).ok()) return -1.0;
+    *forward = st.engine_forward_seconds_total();
+    return st.engine_busy_seconds_total();
+  };
+  double forward_before = 0;
+  const double busy_before = engine_seconds(&forward_before);
   const auto start = Clock::now();
   std::vector<std::thread> threads;
   std::thread progress([&] {
@@ -298,6 +309,11 @@ int main(int argc, char** argv) {
   for (auto& th : threads) th.join();
   progress.join();
   const double duration = std::chrono::duration<double>(Clock::now() - start).count();
+  double forward_after = 0;
+  const double busy_after = engine_seconds(&forward_after);
+  const bool engine_known = busy_before >= 0 && busy_after >= 0;
+  const double busy_share = engine_known ? (busy_after - busy_before) / duration : 0.0;
+  const double forward_share = engine_known ? (forward_after - forward_before) / duration : 0.0;
 
   int ok = 0, cancelled = 0;
   int64_t in_tokens = 0, out_tokens = 0;
@@ -333,6 +349,9 @@ int main(int argc, char** argv) {
   line("time per output token (ms)", s_tpot);
   line("inter-token latency (ms)", s_itl);
   line("end-to-end latency (ms)", s_e2e);
+  if (engine_known)
+    std::printf("engine: in steps %.1f%% of the run's wall time, in forward passes %.1f%%\n", 100 * busy_share,
+                100 * forward_share);
   if (!json_out.empty()) {
     nlohmann::json j;
     j["api"] = http.empty() ? "grpc" : "http";
@@ -348,6 +367,10 @@ int main(int argc, char** argv) {
     j["request_throughput"] = ok / duration;
     j["output_throughput"] = out_tokens / duration;
     j["total_token_throughput"] = (in_tokens + out_tokens) / duration;
+    if (engine_known) {
+      j["engine_busy_share"] = busy_share;        // seconds in steps / wall seconds of the run
+      j["engine_forward_share"] = forward_share;  // seconds in forward passes / wall seconds
+    }
     for (auto [name, st] : {std::pair{"ttft", s_ttft}, {"tpot", s_tpot}, {"itl", s_itl}, {"e2e", s_e2e}})
       j[name] = {{"mean_ms", st.mean * 1e3}, {"p50_ms", st.p50 * 1e3}, {"p90_ms", st.p90 * 1e3}, {"p99_ms", st.p99 * 1e3}};
     std::ofstream(json_out) << j.dump(2) << "\n";

@@ -207,6 +207,8 @@ void to_proto(const EngineStats& s, v1::GetStatsResponse* out) {
   out->set_generation_tokens_total(s.generation_tokens_total);
   out->set_requests_finished_total(s.requests_finished_total);
   out->set_steps_total(s.steps_total);
+  out->set_engine_busy_seconds_total(s.busy_seconds_total);
+  out->set_engine_forward_seconds_total(s.forward_seconds_total);
   out->set_prefix_caching(s.prefix_caching);
   out->set_prefix_cache_hit_rate(s.prefix_cache_hit_rate);
   out->set_cached_blocks(s.cached_blocks);

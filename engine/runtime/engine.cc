@@ -418,7 +418,11 @@ void Engine::loop() {
     msgs.clear();
     live_ = static_cast<int32_t>(seqs_.size());
     if (stopping && seqs_.empty()) break;
-    if (!seqs_.empty()) step();
+    if (!seqs_.empty()) {
+      const auto t0 = Sequence::Clock::now();
+      step();
+      busy_seconds_ += seconds_between(t0, Sequence::Clock::now());
+    }
     live_ = static_cast<int32_t>(seqs_.size());
     waiting_ = static_cast<int32_t>(scheduler_->waiting().size());
     if (std::vector<CacheEvent> events = alloc_->take_events(); kv_listener) {
@@ -450,7 +454,9 @@ void Engine::step() {
   try {
     const auto t0 = Sequence::Clock::now();
     logits = model_->forward(batch_, *kv_);
-    if (proposer_) note_decode_pass(plan, std::chrono::duration<double>(Sequence::Clock::now() - t0).count());
+    const double forward = seconds_between(t0, Sequence::Clock::now());
+    forward_seconds_ += forward;
+    if (proposer_) note_decode_pass(plan, forward);
   } catch (const std::exception& e) {
     spdlog::error("forward step failed: {}", e.what());
     for (const auto& c : plan.chunks) finish(c.seq, FinishReason::kError, std::string("forward failed: ") + e.what());
@@ -719,6 +725,8 @@ void Engine::publish_stats() {
   s.generation_tokens_total = generation_tokens_total_;
   s.requests_finished_total = finished_total_;
   s.steps_total = steps_total_;
+  s.busy_seconds_total = busy_seconds_;
+  s.forward_seconds_total = forward_seconds_;
   s.spec_drafts_total = spec_drafts_total_;
   s.spec_draft_tokens_total = spec_draft_tokens_total_;
   s.spec_accepted_tokens_total = spec_accepted_tokens_total_;

@@ -115,6 +115,10 @@ struct EngineStats {
   // method "draft": the draft's own KV blocks, and how many of them are free.
   int32_t draft_blocks_total = 0;
   int32_t draft_blocks_free = 0;
+  // Seconds the loop thread spent in steps (scheduling, the forward pass, sampling, streaming),
+  // and of those in the model's forward passes: against wall time, how busy the engine was kept.
+  double busy_seconds_total = 0;
+  double forward_seconds_total = 0;
 };
 
 // The vocabulary as a grammar sees it: text tokens by their bytes; control, unknown and unused
@@ -220,6 +224,7 @@ class Engine {
   std::unique_ptr<grammar::GrammarCache> special_grammars_;  // the same with control tokens spelled
   std::shared_ptr<KvEventListener> kv_listener_;  // under mu_; the loop takes a copy each turn
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, steps_total_ = 0;
+  double busy_seconds_ = 0, forward_seconds_ = 0;
   // Speculative decoding: verifications, tokens proposed in them, tokens accepted.
   int64_t spec_drafts_total_ = 0, spec_draft_tokens_total_ = 0, spec_accepted_tokens_total_ = 0;
   double decode_pass_seconds_ = 0;  // a moving average (note_decode_pass)

@@ -104,6 +104,11 @@ std::string ServerMetrics::render(const EngineStats& s, const ModelInfo& m) cons
   metric(out, "counter", "kvserve:prompt_tokens_total", "Prompt tokens computed.", static_cast<double>(s.prompt_tokens_total));
   metric(out, "counter", "kvserve:generation_tokens_total", "Tokens generated.",
          static_cast<double>(s.generation_tokens_total));
+  metric(out, "counter", "kvserve:engine_busy_seconds_total",
+         "Seconds the engine loop spent in steps (its growth over wall time: how busy the engine is kept).",
+         s.busy_seconds_total);
+  metric(out, "counter", "kvserve:engine_forward_seconds_total", "Seconds of those in the model's forward passes.",
+         s.forward_seconds_total);
   metric(out, "gauge", "kvserve:prefix_cache_hit_rate", "Prompt tokens reused from the prefix cache / admitted.",
          s.prefix_cache_hit_rate);
   metric(out, "gauge", "kvserve:prefix_cache_blocks", "KV blocks registered in the prefix cache.", s.cached_blocks);

@@ -106,13 +106,19 @@ std::vector<Outcome> run_staggered(Engine& engine, const std::vector<Request>& r
 void expect_batched_equals_solo(const std::string& model, int32_t num_blocks, bool expect_preemption) {
   Workload w = make_workload(model, 5);
   Engine engine(options(model, num_blocks));
+  const auto t0 = std::chrono::steady_clock::now();
   auto outs = run_staggered(engine, w.requests);
   for (size_t i = 0; i < outs.size(); ++i) {
     EXPECT_EQ(outs[i].tokens, w.solo[i]) << "request " << i;
     EXPECT_EQ(outs[i].completion.reason, FinishReason::kLength);
   }
   engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EngineStats s = engine.stats();
+  // The loop's time in steps holds its time in forward passes and fits in the run's wall time.
+  EXPECT_GT(s.forward_seconds_total, 0.0);
+  EXPECT_LE(s.forward_seconds_total, s.busy_seconds_total);
+  EXPECT_LE(s.busy_seconds_total, wall);
   EXPECT_EQ(s.blocks_free, s.blocks_total);
   EXPECT_EQ(s.running, 0);
   EXPECT_EQ(s.waiting, 0);

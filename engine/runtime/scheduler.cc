@@ -239,9 +239,8 @@ SchedulerOutput Scheduler::schedule() {
         decode_blocks_left -= seq->blocks_needed(seq->num_computed + 1);
       }
       if (pass == 0 && !seq->draft.empty()) {
-        const int64_t keep_blocks = decode_blocks_left;
         n_draft = std::min<int64_t>(static_cast<int64_t>(seq->draft.size()), budget - n - decodes_left);
-        while (n_draft > 0 && seq->blocks_needed(seq->num_computed + n + n_draft) + keep_blocks > alloc_.num_free())
+        while (n_draft > 0 && seq->blocks_needed(seq->num_computed + n + n_draft) + decode_blocks_left > alloc_.num_free())
           --n_draft;
         n_draft = std::max<int64_t>(n_draft, 0);
         seq->draft.resize(n_draft);

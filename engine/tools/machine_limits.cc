@@ -256,13 +256,9 @@ int32_t int8_run_avx512_vnni(long iters) {
 #pragma GCC pop_options
 
 #pragma GCC push_options
-#pragma GCC target("avx2,avxvnni")
-int32_t int8_run_avx_vnni(long iters) {
-  __m256i acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_epi32(i);
-  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
-  for (long it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
+#pragma GCC target("avx2")
+// The sum of every lane of 12 accumulators (the 256-bit loops' checksum).
+int32_t sum_lanes(const __m256i* acc) {
   alignas(32) int32_t t[8];
   int32_t s = 0;
   for (int i = 0; i < 12; ++i) {
@@ -270,6 +266,18 @@ int32_t int8_run_avx_vnni(long iters) {
     for (int32_t x : t) s += x;
   }
   return s;
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,avxvnni")
+int32_t int8_run_avx_vnni(long iters) {
+  __m256i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_epi32(i);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+  for (long it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
+  return sum_lanes(acc);
 }
 #pragma GCC pop_options
 
@@ -282,13 +290,7 @@ int32_t int8_run_avx2(long iters) {
   for (long it = 0; it < iters; ++it)
     for (int i = 0; i < 12; ++i)
       acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
-  alignas(32) int32_t t[8];
-  int32_t s = 0;
-  for (int i = 0; i < 12; ++i) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t), acc[i]);
-    for (int32_t x : t) s += x;
-  }
-  return s;
+  return sum_lanes(acc);
 }
 #pragma GCC pop_options
 

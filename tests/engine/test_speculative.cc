@@ -155,6 +155,9 @@ void expect_seed_repeats_and_opt_out(const std::string& method) {
   };
   const auto a = run(r), b = run(r);
   EXPECT_EQ(a, b);
+  // The final event is delivered inside the step; the loop publishes its counters after it.
+  for (int i = 0; i < 1000 && engine.stats().requests_finished_total < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   const int64_t accepted = engine.stats().spec_accepted_tokens_total;
   EXPECT_GT(accepted, 0);
   Request off = r;

@@ -196,17 +196,19 @@ constexpr bool kVecInt8 = KVSERVE_HAS_VEC_INT8 != 0;
 // The block types have fused integer kernels at every level with the vector layer
 // (kernels/vec/vec_int8.h); on AVX-512 levels also the panel GEMMs and packed panels, whose
 // kernels need VNNI at run time (Q6_K's panels GFNI too: matmul_plan.cc).
-template <class T>
+template <class T, bool kPacks = true>
 constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*, int64_t)) {
   MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlock32, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
-                  .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512};
+                  .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512 && kPacks};
 #if KVSERVE_HAS_VEC_INT8
   r.int8_kernels.fused = &q32_fused<T>;
 #endif
 #if KVSERVE_HAS_AVX512
   r.int8_kernels.gemm = &q32_gemm<T>;
-  r.int8_kernels.packed = &q32_packed<T>;
-  r.int8_kernels.pack = &q32_pack<T>;
+  if constexpr (kPacks) {
+    r.int8_kernels.packed = &q32_packed<T>;
+    r.int8_kernels.pack = &q32_pack<T>;
+  }
 #endif
   return r;
 }
@@ -242,8 +244,8 @@ const std::array kRows = {
     block32<int8_types::TypeQ5_0>(TensorType::kQ5_0, quant::decode_q5_0),
     block32<int8_types::TypeQ5_1>(TensorType::kQ5_1, quant::decode_q5_1),
     block32<int8_types::TypeIQ4_NL>(TensorType::kIQ4_NL, KVS_FAST(fast_iq4_nl, quant::decode_iq4_nl)),
-    // MXFP4 (gpt-oss's experts): the float path at every level; no integer kernels yet.
-    MatmulTypeRow{.type = TensorType::kMXFP4, .family = MatmulFamily::kBlock32, .decode = quant::decode_mxfp4},
+    // MXFP4 (gpt-oss's experts): the fused kernel and the GEMM, no packed panels (int8/types32.h).
+    block32<int8_types::TypeMXFP4, /*kPacks=*/false>(TensorType::kMXFP4, quant::decode_mxfp4),
     block_k<krows::Kind::kQ2K>(TensorType::kQ2_K, KVS_FAST(fast_q2_k, quant::decode_q2_k)),
     block_k<krows::Kind::kQ3K>(TensorType::kQ3_K, KVS_FAST(fast_q3_k, quant::decode_q3_k)),
     block_k<krows::Kind::kQ4K>(TensorType::kQ4_K, KVS_FAST(fast_q4_k, quant::decode_q4_k)),

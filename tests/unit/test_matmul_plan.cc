@@ -122,9 +122,7 @@ TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
       EXPECT_EQ(row->family, family);
       if (level != KernelLevel::kAvx512) {
         EXPECT_FALSE(row->int8_gemm || row->packs || row->f16_rows);
-        // Every block type but MXFP4 (the float path at every level so far).
-        EXPECT_EQ(row->int8, level != KernelLevel::kScalar && family != MatmulFamily::kFloat &&
-                                 row->type != TensorType::kMXFP4);
+        EXPECT_EQ(row->int8, level != KernelLevel::kScalar && family != MatmulFamily::kFloat);
         EXPECT_FALSE(row->int8_needs_avx512_vnni);
       }
       // What the plan may pick, the row has a kernel for, and nothing more (an integer product

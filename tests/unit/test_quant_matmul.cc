@@ -42,11 +42,14 @@ std::vector<uint8_t> random_rows(TensorType t, int64_t rows, int64_t n, std::mt1
     return out;
   }
   for (uint8_t& b : out) b = static_cast<uint8_t>(rng());
-  for (size_t blk = 0; blk < out.size() / static_cast<size_t>(tr.bytes_per_block); ++blk)
+  for (size_t blk = 0; blk < out.size() / static_cast<size_t>(tr.bytes_per_block); ++blk) {
     for (int off : factor_offsets(t)) {
       const uint16_t h = fp32_to_fp16(S(rng));
       std::memcpy(out.data() + blk * tr.bytes_per_block + off, &h, 2);
     }
+    // MXFP4's E8M0 exponent byte: scales 2^-11 .. 2^-2 (the levels run to ±6 times it).
+    if (t == TensorType::kMXFP4) out[blk * tr.bytes_per_block] = static_cast<uint8_t>(117 + rng() % 10);
+  }
   return out;
 }
 
@@ -165,6 +168,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Case{{TensorType::kF16}, 200}, Case{{TensorType::kF16}, 37}, Case{{TensorType::kBF16}, 72},
                                          Case{{TensorType::kQ4_0}, 576}, Case{{TensorType::kQ4_1}, 96},
                                          Case{{TensorType::kIQ4_NL}, 896}, Case{{TensorType::kQ5_0}, 896},
+                                         Case{{TensorType::kMXFP4}, 2880}, Case{{TensorType::kMXFP4}, 96},
+                                         Case{{TensorType::kMXFP4, TensorType::kQ8_0}, 640},
                                          Case{{TensorType::kQ4_1}, 640}, Case{{TensorType::kQ5_1}, 896},
                                          Case{{TensorType::kQ5_0}, 160}, Case{{TensorType::kQ5_1}, 64},
                                          Case{{TensorType::kQ8_0}, 1056}, Case{{TensorType::kQ8_0}, 1024},
@@ -176,6 +181,48 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{{TensorType::kQ8_0, TensorType::kF32, TensorType::kF16}, 96}),
                        ::testing::ValuesIn(supported_levels())),
     case_name);
+
+class Mxfp4Scales : public ::testing::TestWithParam<KernelLevel> {};
+
+// MXFP4's E8M0 scales over their range (subnormal 2^-128 and 2^-127, 2^-126, around 1, 2^72),
+// one exponent per row, at a fused height and a GEMM height: each output within a relative
+// 4e-6 of the definition on the rounded activations (no absolute floor, which would hide the
+// smallest scales).
+TEST_P(Mxfp4Scales, EveryExponentMatchesTheDefinition) {
+  ComputeContext ctx(kernel_table(GetParam()));
+  const std::vector<uint8_t> exponents = {0, 1, 2, 3, 100, 127, 128, 129, 150, 200, 5, 77, 126, 254 - 60, 31, 64};
+  const int64_t n_in = 256, rows = static_cast<int64_t>(exponents.size());
+  const TensorType t = TensorType::kMXFP4;
+  const int64_t row_bytes = tensor_bytes(t, n_in);
+  std::mt19937 rng(11);
+  std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes));
+  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t blk = 0; blk < n_in / 32; ++blk) w[r * row_bytes + blk * 17] = exponents[static_cast<size_t>(r)];
+  std::vector<float> wf(static_cast<size_t>(rows * n_in));
+  tensor_type(t).to_float(w.data(), wf.data(), rows * n_in);
+  QuantMatrix m(ctx, {HeldRows{t, w.data(), rows, row_bytes}}, n_in, true);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  for (int64_t height : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+    const bool int8 = is_int8_path(plan_matmul(*ctx.kernels, static_cast<uint32_t>(t), {.n_in = n_in, .m = height}));
+    std::vector<float> x(static_cast<size_t>(WeightMatrix::padded_rows(height) * n_in)), y(static_cast<size_t>(WeightMatrix::padded_rows(height) * rows));
+    for (float& v : x) v = U(rng);
+    m.forward(x.data(), height, y.data(), false);
+    const std::vector<float> xr = int8 ? rounded(x, height, n_in, t) : x;
+    for (int64_t h = 0; h < height; ++h)
+      for (int64_t o = 0; o < rows; ++o) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < n_in; ++i) {
+          ref += double(xr[h * n_in + i]) * wf[o * n_in + i];
+          mag += std::fabs(double(xr[h * n_in + i]) * wf[o * n_in + i]);
+        }
+        ASSERT_NEAR(y[h * rows + o], ref, 4e-6 * mag) << "height " << height << " exponent " << int(exponents[o]);
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, Mxfp4Scales, ::testing::ValuesIn(supported_levels()),
+                         [](const auto& info) { return std::string(level_name(info.param)); });
 
 }  // namespace
 }  // namespace kvserve

@@ -58,13 +58,26 @@ inline __m512i q5_1_pair(const quant::BlockQ5_1* b) {
   return _mm512_or_si512(nibble_pair(b[0].qs, b[1].qs), fifth_bits(b[0].qh, b[1].qh));
 }
 
-// Two IQ4_NL blocks: Q4_0's nibble order, each index looked up as its level + 128 (unsigned;
-// the offset is 128).
-inline __m512i iq4_nl_pair(const quant::BlockIQ4_NL* b) {
-  const __m512i idx = q4_0_pair(reinterpret_cast<const quant::BlockQ4_0*>(b));
-  const __m128i lv = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)),
-                                   _mm_set1_epi8(static_cast<char>(0x80)));
-  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lv), idx);
+// A 16-level table (IQ4_NL's, MXFP4's) with the type's offset added: unsigned bytes for vpshufb.
+inline __m128i lookup_table(const int8_t* table, int32_t offset) {
+  return _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)), _mm_set1_epi8(static_cast<char>(offset)));
+}
+
+// Two blocks of a lookup type (16 bytes of codes after a one- or two-byte scale): Q4_0's nibble
+// order, each code looked up as its level plus the offset.
+inline __m512i lookup_pair(const uint8_t* qs0, const uint8_t* qs1, const int8_t* table, int32_t offset) {
+  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lookup_table(table, offset)), nibble_pair(qs0, qs1));
+}
+inline __m512i iq4_nl_pair(const quant::BlockIQ4_NL* b) { return lookup_pair(b[0].qs, b[1].qs, quant::kIq4nlLevels, 128); }
+inline __m512i mxfp4_pair(const quant::BlockMXFP4* b) { return lookup_pair(b[0].qs, b[1].qs, quant::kMxfp4Levels, 16); }
+
+// E8M0 exponents (one per int32 lane, 0-255) as quant::e8m0_half's floats: 2^(e - 128), the
+// subnormal 2^-127 and 2^-128 for e = 1 and 0.
+inline __m512 e8m0_halves(__m512i e) {
+  const __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  return _mm512_castsi512_ps(_mm512_mask_mov_epi32(normal, small, sub));
 }
 
 // Q4_K/Q5_K's 8 six-bit scales and mins (quant::k_scale_min's layout) as bytes in 32-bit words,

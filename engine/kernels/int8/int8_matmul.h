@@ -1,7 +1,7 @@
 // The integer path of the quantized matmul: activations rounded to 8 bits per block (32 values
-// with one float scale for the 32-value types, as llama.cpp's Q8_0 activations; 256 for the K
+// with one F16 scale for the 32-value types, as llama.cpp's Q8_0 activations; 256 for the K
 // types, as its Q8_K), multiplied with the weights' integer levels by AVX-512 VNNI, the scales
-// applied in float per block. For Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL and Q2_K..Q6_K
+// applied in float per block. For Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4 and Q2_K..Q6_K
 // weights at every batch height: decoding to float costs more than streaming the weights at
 // decode sizes, and the panel GEMMs beat float FMAs at prompt sizes.
 #pragma once
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "codecs/convert.h"
 #include "codecs/tensor_types.h"
 #include "kernels/kernel_level.h"
 #include "kernels/matmul_plan.h"
@@ -17,13 +18,15 @@
 namespace kvserve {
 
 // One block of n activations as the integer path rounds them (the scalar definition the tests
-// multiply with): d = max |x| / 127, q = round-half-even(x / d). x: [n]; q: [n]. Returns d.
+// multiply with): d = max |x| / 127, q = round-half-even(x / d). x: [n]; q: [n]. Returns the
+// scale the products use: for blocks of 32 d rounded to F16, as llama.cpp's Q8_0 activations
+// keep it (q is rounded with the exact d; its Q8_K blocks of 256 keep a float).
 inline float round_activations(const float* x, int8_t* q, int n = 32) {
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
   const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
   for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
-  return d;
+  return n == 32 ? fp16_to_fp32(fp32_to_fp16(d)) : d;
 }
 
 // The activations' block on the integer path: 256 for the K types (as llama.cpp's Q8_K, so a

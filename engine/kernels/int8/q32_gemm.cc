@@ -1,4 +1,4 @@
-// The integer GEMM of the 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL) for 5 or
+// The integer GEMM of the 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4) for 5 or
 // more activation rows: activations rounded per block of 32 (round_activations), weights a panel
 // of 16 rows at a time with their levels transposed (kernels/int8/panel_avx512.h). Per block,
 // eight vpdpbusd sum 32 products for 16 outputs of a row, the levels' offset times the block's
@@ -58,7 +58,10 @@ void unpack_panel(const uint8_t* w, int64_t row_bytes, int rows, int64_t n_in, c
       // minimum, the high half.
       const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at,
                                                         w + byte0 + h * static_cast<int64_t>(sizeof(Block)), 1);
-      p.d[2 * c + h].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+      if constexpr (T::e8m0_scale)  // MXFP4: its first byte is the exponent
+        p.d[2 * c + h].v = levels::e8m0_halves(_mm512_and_si512(words, _mm512_set1_epi32(0xFF)));
+      else
+        p.d[2 * c + h].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
       if constexpr (T::has_min) p.m[2 * c + h].v = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16)));
     }
   }

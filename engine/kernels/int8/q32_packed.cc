@@ -49,7 +49,7 @@ Layout32 layout32(int64_t n_in) {
   return {masks, scales, scales + nb * 32};
 }
 
-// Levels of two blocks in value order, as stored: the type's levels, IQ4_NL's indices.
+// Levels of two blocks in value order, as stored: the type's levels, a lookup type's indices.
 template <class T>
 __m512i stored_levels(const typename T::Block* b) {
   if constexpr (T::lookup)
@@ -129,8 +129,7 @@ inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, b
       w1 = _mm512_mask_add_epi8(w1, m1, w1, fifth);
     }
     if constexpr (T::lookup) {
-      const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)), _mm_set1_epi8(static_cast<char>(0x80))));
+      const __m512i lut = _mm512_broadcast_i32x4(levels::lookup_table(T::table, T::offset));
       w0 = _mm512_shuffle_epi8(lut, w0);
       w1 = _mm512_shuffle_epi8(lut, w1);
     }
@@ -257,7 +256,7 @@ void q32_packed(const QuantMatmulArgs& a) {
 #define KVSERVE_INSTANTIATE(T)                                                        \
   template void q32_pack<int8_types::T>(uint8_t*, int64_t, int64_t, int64_t);        \
   template void q32_packed<int8_types::T>(const QuantMatmulArgs&);
-KVSERVE_INT8_TYPES32(KVSERVE_INSTANTIATE)
+KVSERVE_INT8_TYPES32_PACKED(KVSERVE_INSTANTIATE)
 #undef KVSERVE_INSTANTIATE
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS

@@ -50,12 +50,13 @@ inline float sum(F a) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-// One block's F16 scale (or minimum) as a float.
+// One block's F16 scale (or minimum; MXFP4's E8M0 scale) as a float.
 using Factors = float;
 template <class Block>
 inline Factors scales(const Block* b) { return _cvtsh_ss(b->d); }
 template <class Block>
 inline Factors mins(const Block* b) { return _cvtsh_ss(b->m); }
+inline Factors scales(const quant::BlockMXFP4* b) { return quant::e8m0_half(b->e); }
 inline F spread(Factors w, const float* xd) { return _mm256_set1_ps(w * xd[0]); }
 
 // The largest |x[i]| of x [n] (n a multiple of 32).
@@ -82,7 +83,7 @@ inline void quantize32(const float* x, float id, int8_t* q) {
 inline float round_block32(const float* x, int8_t* q) {
   const float d = amax(x, 32) / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
   quantize32(x, id, q);
-  return d;
+  return _cvtsh_ss(_cvtss_sh(d, 0));  // the scale kept as F16 (round_activations)
 }
 
 inline int32_t block_lanes(const int8_t* q, int32_t* lanes) {
@@ -116,11 +117,13 @@ inline I levels(const quant::BlockQ4_0* b) { return nibbles(b->qs); }
 inline I levels(const quant::BlockQ5_0* b) { return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh)); }
 inline I levels(const quant::BlockQ4_1* b) { return nibbles(b->qs); }
 inline I levels(const quant::BlockQ5_1* b) { return _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh)); }
-inline I levels(const quant::BlockIQ4_NL* b) {
-  const __m128i lv = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlLevels)),
-                                   _mm_set1_epi8(static_cast<char>(0x80)));
-  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(lv), nibbles(b->qs));
+// The lookup types: each code's level plus the offset (IQ4_NL 128, MXFP4 16) from a 16-byte table.
+inline I lookup(const uint8_t* qs, const int8_t* table, int32_t offset) {
+  const __m128i lv = _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)), _mm_set1_epi8(static_cast<char>(offset)));
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(lv), nibbles(qs));
 }
+inline I levels(const quant::BlockIQ4_NL* b) { return lookup(b->qs, quant::kIq4nlLevels, 128); }
+inline I levels(const quant::BlockMXFP4* b) { return lookup(b->qs, quant::kMxfp4Levels, 16); }
 
 // The K types (int8/k_fused_vec.cc), their activations in natural order.
 

@@ -24,13 +24,14 @@ inline F to_float(I a) { return _mm512_cvtepi32_ps(a); }
 inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
 inline float sum(F a) { return _mm512_reduce_add_ps(a); }
 
-// Two blocks' F16 scales (or minimums) as floats in lanes 0 and 1.
+// Two blocks' F16 scales (or minimums; MXFP4's E8M0 scales) as floats in lanes 0 and 1.
 using Factors = __m128;
 inline Factors halves(uint16_t a, uint16_t b) { return _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(a), b, 1)); }
 template <class Block>
 inline Factors scales(const Block* b) { return halves(b[0].d, b[1].d); }
 template <class Block>
 inline Factors mins(const Block* b) { return halves(b[0].m, b[1].m); }
+inline Factors scales(const quant::BlockMXFP4* b) { return _mm_setr_ps(quant::e8m0_half(b[0].e), quant::e8m0_half(b[1].e), 0.0f, 0.0f); }
 inline F spread(Factors w, const float* xd) {
   const __m128 s = _mm_mul_ps(w, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd))));
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
@@ -44,7 +45,7 @@ inline float round_block32(const float* x, int8_t* q) {
   const __m512 s = _mm512_set1_ps(id);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, s))));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, s))));
-  return d;
+  return _cvtsh_ss(_cvtss_sh(d, 0));  // the scale kept as F16 (round_activations)
 }
 
 inline int32_t block_lanes(const int8_t* q, int32_t* lanes) {
@@ -61,5 +62,6 @@ inline I levels(const quant::BlockQ5_0* b) { return levels::q5_0_pair(b); }
 inline I levels(const quant::BlockQ4_1* b) { return levels::q4_1_pair(b); }
 inline I levels(const quant::BlockQ5_1* b) { return levels::q5_1_pair(b); }
 inline I levels(const quant::BlockIQ4_NL* b) { return levels::iq4_nl_pair(b); }
+inline I levels(const quant::BlockMXFP4* b) { return levels::mxfp4_pair(b); }
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS::vec

@@ -17,7 +17,7 @@ constexpr QuantPreset kPresets[] = {
     {"Q4_1", 3, T::kQ4_1},   {"Q5_0", 8, T::kQ5_0},     {"Q5_1", 9, T::kQ5_1},     {"Q8_0", 7, T::kQ8_0},
     {"Q2_K", 10, T::kQ2_K},  {"Q3_K_S", 11, T::kQ3_K},  {"Q3_K_M", 12, T::kQ3_K},  {"Q3_K_L", 13, T::kQ3_K},
     {"Q4_K_S", 14, T::kQ4_K}, {"Q4_K_M", 15, T::kQ4_K}, {"Q5_K_S", 16, T::kQ5_K}, {"Q5_K_M", 17, T::kQ5_K},
-    {"Q6_K", 18, T::kQ6_K},
+    {"Q6_K", 18, T::kQ6_K},  {"MXFP4_MOE", 38, T::kMXFP4},
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -96,6 +96,15 @@ std::vector<TensorType> plan_tensor_types(const GgufFile& f, const QuantPreset& 
       continue;
     }
     T type = p.base;
+    if (is(p, "MXFP4_MOE")) {
+      // llama-quantize's MXFP4_MOE: stacked experts (a third dimension above 1) MXFP4, every
+      // other matrix Q8_0, with none of the other presets' per-tensor rules.
+      const bool experts = t.dims.size() == 3 && t.dims[2] > 1;
+      type = experts && t.name != "output.weight" ? T::kMXFP4 : T::kQ8_0;
+      if (static_cast<int64_t>(t.dims[0]) % tensor_type(type).block_size != 0) type = T::kF16;
+      out.push_back(type);
+      continue;
+    }
     const bool block_base = p.base != T::kF32 && p.base != T::kF16 && p.base != T::kBF16;
     const int64_t nx = static_cast<int64_t>(t.dims[0]);
     if (t.name == "output.weight" || (!has_output && t.name == "token_embd.weight")) {

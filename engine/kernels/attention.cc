@@ -2,6 +2,8 @@
 
 #include "kernels/intrinsics.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -406,96 +408,114 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
   const int vd = v_in_k ? a.v_dim : head_dim;
   const int64_t out_stride = static_cast<int64_t>(n_head) * vd;
   [[maybe_unused]] const int64_t slice_bytes = static_cast<int64_t>(block_size) * head_dim * sizeof(KvT);
-  // One work item per (token, KV head): the group of query heads sharing that KV head reads
-  // each K and V row once.
+  // One work item per (token, run of KV heads): the group of query heads sharing a KV head reads
+  // each K and V row once. A block holds its KV heads' slices side by side, so an item that takes
+  // several heads block by block reads one contiguous run per block, which the hardware
+  // prefetchers follow (scattered 2 KB slices left decode attention latency-bound). Runs are as
+  // long as still gives each thread several items; the q8_0 and latent caches keep one head an
+  // item (their slices are decoded and kept per head).
+  const int threads = omp_get_max_threads();
+  const bool one_head = std::is_same_v<KvT, int8_t> || v_in_k;
+  const int64_t want_items = 2 * static_cast<int64_t>(threads);
+  const int run = one_head || rows >= want_items
+                      ? (one_head ? 1 : n_kv)
+                      : std::max<int>(1, static_cast<int>(n_kv * rows / want_items));
+  const int runs = (n_kv + run - 1) / run;
 #pragma omp parallel
   {
-    // [group, ctx]: one per thread, kept across calls (the pool's threads live on), so a step
-    // allocates nothing once the longest context has been seen.
+    // [heads of the run · group, ctx]: one per thread, kept across calls (the pool's threads live
+    // on), so a step allocates nothing once the longest context has been seen.
     thread_local std::vector<float> scores;
     thread_local Q8Slices q8;
     [[maybe_unused]] const int groups = n_kv * head_dim / kKvQ8Group;
     if constexpr (std::is_same_v<KvT, int8_t>) q8.start(block_size * head_dim);
-    // KV head outer: a thread's consecutive items are mostly one sequence's rows for one head.
+    // KV heads outer: a thread's consecutive items are mostly one sequence's rows for one run.
 #pragma omp for schedule(dynamic, 1) collapse(2)
-    for (int kvh = 0; kvh < n_kv; ++kvh) {
+    for (int r = 0; r < runs; ++r) {
       for (int64_t t = 0; t < rows; ++t) {
+        const int h0 = r * run, h1 = std::min(n_kv, h0 + run), nh = h1 - h0;
         const int ctx = ctx_lens[t];
         // Positions start..ctx-1 are seen; scores are kept from the start of start's block (base),
         // those before start set to zero after the softmax.
         const int start = a.window > 0 ? std::max(0, ctx - a.window) : 0;
         const int base = start / block_size * block_size, span = ctx - base, skip = start - base;
         const int32_t* table = block_tables + static_cast<int64_t>(token_seq[t]) * max_blocks;
-        if (scores.size() < static_cast<size_t>(group) * span) scores.resize(static_cast<size_t>(group) * span);
-        const float* qh = q + t * q_stride + static_cast<int64_t>(kvh) * group * head_dim;
-        if constexpr (std::is_same_v<KvT, int8_t>) q8.select(table, kvh);
+        if (scores.size() < static_cast<size_t>(nh) * group * span) scores.resize(static_cast<size_t>(nh) * group * span);
+        // Query head g of KV head kvh, its scores and its output.
+        auto q_of = [&](int kvh, int g) { return q + t * q_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim; };
+        auto sc_of = [&](int kvh, int g) { return scores.data() + (static_cast<size_t>(kvh - h0) * group + g) * span; };
+        auto out_of = [&](int kvh, int g) { return out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd; };
+        if constexpr (std::is_same_v<KvT, int8_t>) q8.select(table, h0);
 
-        // Slices are requested kSlicesAhead ahead: one block's work is shorter than a trip to
-        // memory, and the blocks lie anywhere. K's are followed by V's first, read after the softmax.
+        // A block's run of slices is requested kAhead blocks ahead: one block's work is shorter
+        // than a trip to memory, and the blocks lie anywhere. K's are followed by V's first,
+        // read after the softmax.
         [[maybe_unused]] const int first = base / block_size, blocks = (ctx - 1) / block_size + 1 - first;
-        [[maybe_unused]] auto request = [&]([[maybe_unused]] int i) {  // slice i: K of block first + i, then V
+        [[maybe_unused]] const int ahead = std::max(1, kSlicesAhead / nh);
+        [[maybe_unused]] auto request = [&]([[maybe_unused]] int i) {  // run i: K of block first + i, then V
 #if KVSERVE_HAS_AVX512
           if (i < blocks)
-            prefetch_slice(k_cache + (table[first + i] * n_kv + kvh) * block_size * head_dim, slice_bytes);
+            prefetch_slice(k_cache + (table[first + i] * n_kv + h0) * block_size * head_dim, nh * slice_bytes);
           else if (i < 2 * blocks && !v_in_k)
-            prefetch_slice(v_cache + (table[first + i - blocks] * n_kv + kvh) * block_size * head_dim, slice_bytes);
+            prefetch_slice(v_cache + (table[first + i - blocks] * n_kv + h0) * block_size * head_dim, nh * slice_bytes);
 #endif
         };
-        for (int i = 1; i < kSlicesAhead; ++i) request(i);
+        for (int i = 1; i < ahead; ++i) request(i);
         for (int p0 = base; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
-          const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
           const int n = std::min(block_size, ctx - p0);
-          request((p0 - base) / block_size + kSlicesAhead);
-          if constexpr (std::is_same_v<KvT, int8_t>) {
-            const float* kf = q8.k(p0 / block_size, n, [&](float* dst) {
-              dequantize_k_slice(kb, a.k_scales + block * block_size * groups, kvh, n, head_dim, block_size, groups,
-                                 dst);
-            });
-            for (int g = 0; g < group; ++g)
-              block_scores(qh + g * head_dim, kf, n, head_dim, block_size, scale,
-                           scores.data() + static_cast<size_t>(g) * span + (p0 - base));
-          } else {
-            for (int g = 0; g < group; ++g)
-              block_scores(qh + g * head_dim, kb, n, head_dim, block_size, scale,
-                           scores.data() + static_cast<size_t>(g) * span + (p0 - base));
-          }
-        }
-        for (int g = 0; g < group; ++g) {
-          float* sc = scores.data() + static_cast<size_t>(g) * span;
-          if constexpr (std::is_same_v<KvT, int8_t>) {
-            if (a.k_anchor) {  // q·(K' + anchor) = q·K' + q·anchor, the same for every position
-              const float* qg = qh + g * head_dim;
-              const float* an = a.k_anchor + static_cast<int64_t>(kvh) * head_dim;
-              float c = 0.0f;
-              for (int d = 0; d < head_dim; ++d) c += qg[d] * an[d];
-              c *= scale;
-              for (int i = skip; i < span; ++i) sc[i] += c;
+          request((p0 - base) / block_size + ahead);
+          for (int kvh = h0; kvh < h1; ++kvh) {
+            const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
+            if constexpr (std::is_same_v<KvT, int8_t>) {
+              const float* kf = q8.k(p0 / block_size, n, [&](float* dst) {
+                dequantize_k_slice(kb, a.k_scales + block * block_size * groups, kvh, n, head_dim, block_size, groups,
+                                   dst);
+              });
+              for (int g = 0; g < group; ++g)
+                block_scores(q_of(kvh, g), kf, n, head_dim, block_size, scale, sc_of(kvh, g) + (p0 - base));
+            } else {
+              for (int g = 0; g < group; ++g)
+                block_scores(q_of(kvh, g), kb, n, head_dim, block_size, scale, sc_of(kvh, g) + (p0 - base));
             }
           }
-          if (a.soft_cap > 0.0f) {
-            const float inv = 1.0f / a.soft_cap;
-            for (int i = skip; i < span; ++i) sc[i] = a.soft_cap * std::tanh(sc[i] * inv);
-          }
-          softmax_inplace(sc + skip, ctx - start, a.sinks ? a.sinks[kvh * group + g] : -INFINITY);
-          std::fill(sc, sc + skip, 0.0f);
-          if (capture && capture[t]) {
-            float* c = capture[t] + (static_cast<int64_t>(kvh) * group + g) * capture_head_stride[t];
-            std::fill(c, c + base, 0.0f);
-            std::copy(sc, sc + span, c + base);
-          }
-          float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd;
-          std::fill(o, o + vd, 0.0f);
         }
-        if (v_in_k) {
+        for (int kvh = h0; kvh < h1; ++kvh)
+          for (int g = 0; g < group; ++g) {
+            float* sc = sc_of(kvh, g);
+            if constexpr (std::is_same_v<KvT, int8_t>) {
+              if (a.k_anchor) {  // q·(K' + anchor) = q·K' + q·anchor, the same for every position
+                const float* qg = q_of(kvh, g);
+                const float* an = a.k_anchor + static_cast<int64_t>(kvh) * head_dim;
+                float c = 0.0f;
+                for (int d = 0; d < head_dim; ++d) c += qg[d] * an[d];
+                c *= scale;
+                for (int i = skip; i < span; ++i) sc[i] += c;
+              }
+            }
+            if (a.soft_cap > 0.0f) {
+              const float inv = 1.0f / a.soft_cap;
+              for (int i = skip; i < span; ++i) sc[i] = a.soft_cap * std::tanh(sc[i] * inv);
+            }
+            softmax_inplace(sc + skip, ctx - start, a.sinks ? a.sinks[kvh * group + g] : -INFINITY);
+            std::fill(sc, sc + skip, 0.0f);
+            if (capture && capture[t]) {
+              float* c = capture[t] + (static_cast<int64_t>(kvh) * group + g) * capture_head_stride[t];
+              std::fill(c, c + base, 0.0f);
+              std::copy(sc, sc + span, c + base);
+            }
+            float* o = out_of(kvh, g);
+            std::fill(o, o + vd, 0.0f);
+          }
+        if (v_in_k) {  // one head an item (one_head)
+          const int kvh = h0;
           for (int p0 = base; p0 < ctx; p0 += block_size) {
             const int64_t block = table[p0 / block_size];
             const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
             const int n = std::min(block_size, ctx - p0);
             auto weigh = [&](const auto* slice) {
               for (int g = 0; g < group; ++g)
-                block_weighted_sum_t(scores.data() + static_cast<size_t>(g) * span + (p0 - base), slice, n, vd,
-                                     block_size, out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd);
+                block_weighted_sum_t(sc_of(kvh, g) + (p0 - base), slice, n, vd, block_size, out_of(kvh, g));
             };
             if constexpr (std::is_same_v<KvT, int8_t>)
               weigh(q8.k(p0 / block_size, n, [&](float* dst) {
@@ -508,11 +528,11 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           if constexpr (std::is_same_v<KvT, int8_t>) {
             if (a.k_anchor)  // every row's values came from K - anchor: add Σw · anchor back
               for (int g = 0; g < group; ++g) {
-                const float* sc = scores.data() + static_cast<size_t>(g) * span;
+                const float* sc = sc_of(kvh, g);
                 float wsum = 0.0f;
                 for (int i = skip; i < span; ++i) wsum += sc[i];
                 const float* an = a.k_anchor + static_cast<int64_t>(kvh) * head_dim;
-                float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd;
+                float* o = out_of(kvh, g);
                 for (int d = 0; d < vd; ++d) o[d] += wsum * an[d];
               }
           }
@@ -520,27 +540,25 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         }
         for (int p0 = base; p0 < ctx; p0 += block_size) {
           const int64_t block = table[p0 / block_size];
-          const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
           const int n = std::min(block_size, ctx - p0);
-          request(blocks + (p0 - base) / block_size + kSlicesAhead);
-          if constexpr (std::is_same_v<KvT, int8_t>) {
-            const float* vf = q8.v(p0 / block_size, n, [&](float* dst) {
-              dequantize_v_slice(vb, a.v_scales + block * block_size * groups, kvh, n, head_dim, groups, dst);
-            });
-            for (int g = 0; g < group; ++g)
-              block_weighted_sum(scores.data() + static_cast<size_t>(g) * span + (p0 - base), vf, n, head_dim,
-                                 out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim);
-            if (p0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
-              for (int g = 0; g < group; ++g) {
-                const float w = scores[static_cast<size_t>(g) * span];
-                const float* an = a.v_anchor + static_cast<int64_t>(kvh) * head_dim;
-                float* o = out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim;
-                for (int d = 0; d < head_dim; ++d) o[d] += w * an[d];
-              }
-          } else {
-            for (int g = 0; g < group; ++g)
-              block_weighted_sum(scores.data() + static_cast<size_t>(g) * span + (p0 - base), vb, n, head_dim,
-                                 out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim);
+          request(blocks + (p0 - base) / block_size + ahead);
+          for (int kvh = h0; kvh < h1; ++kvh) {
+            const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
+            if constexpr (std::is_same_v<KvT, int8_t>) {
+              const float* vf = q8.v(p0 / block_size, n, [&](float* dst) {
+                dequantize_v_slice(vb, a.v_scales + block * block_size * groups, kvh, n, head_dim, groups, dst);
+              });
+              for (int g = 0; g < group; ++g) block_weighted_sum(sc_of(kvh, g) + (p0 - base), vf, n, head_dim, out_of(kvh, g));
+              if (p0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
+                for (int g = 0; g < group; ++g) {
+                  const float w = sc_of(kvh, g)[0];
+                  const float* an = a.v_anchor + static_cast<int64_t>(kvh) * head_dim;
+                  float* o = out_of(kvh, g);
+                  for (int d = 0; d < head_dim; ++d) o[d] += w * an[d];
+                }
+            } else {
+              for (int g = 0; g < group; ++g) block_weighted_sum(sc_of(kvh, g) + (p0 - base), vb, n, head_dim, out_of(kvh, g));
+            }
           }
         }
       }

@@ -190,6 +190,21 @@ TEST_P(PagedAttention, Q8CacheMatchesDenseOnTheRoundedKV) {
   check_against_dense<int8_t>(std::get<0>(GetParam()), kernel_table(std::get<1>(GetParam())));
 }
 
+// Decode batches of few sequences: each work item takes a run of KV heads shorter than all of
+// them (on 2 threads, 6 rows of 4 or 3 KV heads make runs of 3 + 1 or 2 + 1 heads), block by
+// block; the same dense reference, with and without a window.
+TEST_P(PagedAttention, FewDecodeRowsTakeRunsOfHeads) {
+  const Shape& s = std::get<0>(GetParam());
+  const KernelTable& k = kernel_table(std::get<1>(GetParam()));
+  for (const std::vector<int>& lens : {std::vector<int>{37, 5, 64, 20, 9, 50}, std::vector<int>{70, 3}}) {
+    const std::vector<int> ones(lens.size(), 1);
+    check_against_dense<float>(s, k, 0, 0.0f, lens, ones);
+    check_against_dense<_Float16>(s, k, 0, 0.0f, lens, ones);
+    check_against_dense<_Float16>(s, k, 24, 0.0f, lens, ones);
+    check_against_dense<int8_t>(s, k, 0, 0.0f, lens, ones);
+  }
+}
+
 // A q8_0 sequence longer than the decoded blocks a thread keeps (Q8Slices: 2^18 floats of K, 8,192
 // blocks of 4 positions x 8 dimensions): its later blocks are decoded per row into the spare entry.
 TEST_P(PagedAttention, Q8CacheLongerThanTheKeptBlocks) {

@@ -412,10 +412,14 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
   // each K and V row once. A block holds its KV heads' slices side by side, so an item that takes
   // several heads block by block reads one contiguous run per block, which the hardware
   // prefetchers follow (scattered 2 KB slices left decode attention latency-bound). Runs are as
-  // long as still gives each thread several items; the q8_0 and latent caches keep one head an
-  // item (their slices are decoded and kept per head).
+  // long as still gives each thread two items. The latent cache keeps one head an item, and so
+  // does q8_0 where a sequence has several rows (a prompt chunk), whose decoded slices are kept
+  // per head for its rows (Q8Slices); with one row a sequence each slice is decoded once anyway.
   const int threads = omp_get_max_threads();
-  const bool one_head = std::is_same_v<KvT, int8_t> || v_in_k;
+  bool rows_share_sequences = false;  // a sequence's rows are consecutive
+  for (int64_t t = 1; t < rows && !rows_share_sequences; ++t) rows_share_sequences = token_seq[t] == token_seq[t - 1];
+  const bool one_head = v_in_k || (std::is_same_v<KvT, int8_t> && rows_share_sequences);
+  [[maybe_unused]] const bool keep_q8 = one_head;  // q8_0: slices kept in Q8Slices, else decoded per use
   const int64_t want_items = 2 * static_cast<int64_t>(threads);
   const int run = one_head || rows >= want_items
                       ? (one_head ? 1 : n_kv)
@@ -427,8 +431,12 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
     // on), so a step allocates nothing once the longest context has been seen.
     thread_local std::vector<float> scores;
     thread_local Q8Slices q8;
+    thread_local std::vector<float> q8_slice;  // one decoded slice, where nothing is kept
     [[maybe_unused]] const int groups = n_kv * head_dim / kKvQ8Group;
-    if constexpr (std::is_same_v<KvT, int8_t>) q8.start(block_size * head_dim);
+    if constexpr (std::is_same_v<KvT, int8_t>) {
+      q8.start(block_size * head_dim);
+      q8_slice.resize(static_cast<size_t>(block_size) * head_dim);
+    }
     // KV heads outer: a thread's consecutive items are mostly one sequence's rows for one run.
 #pragma omp for schedule(dynamic, 1) collapse(2)
     for (int r = 0; r < runs; ++r) {
@@ -445,7 +453,16 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         auto q_of = [&](int kvh, int g) { return q + t * q_stride + (static_cast<int64_t>(kvh) * group + g) * head_dim; };
         auto sc_of = [&](int kvh, int g) { return scores.data() + (static_cast<size_t>(kvh - h0) * group + g) * span; };
         auto out_of = [&](int kvh, int g) { return out + t * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd; };
-        if constexpr (std::is_same_v<KvT, int8_t>) q8.select(table, h0);
+        if constexpr (std::is_same_v<KvT, int8_t>)
+          if (keep_q8) q8.select(table, h0);
+        // q8_0: block i's slice decoded by fill, kept or not.
+        [[maybe_unused]] auto q8_get = [&](bool is_k, int i, int n, auto fill) -> const float* {
+          if (!keep_q8) {
+            fill(q8_slice.data());
+            return q8_slice.data();
+          }
+          return is_k ? q8.k(i, n, fill) : q8.v(i, n, fill);
+        };
 
         // A block's run of slices is requested kAhead blocks ahead: one block's work is shorter
         // than a trip to memory, and the blocks lie anywhere. K's are followed by V's first,
@@ -468,7 +485,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           for (int kvh = h0; kvh < h1; ++kvh) {
             const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
             if constexpr (std::is_same_v<KvT, int8_t>) {
-              const float* kf = q8.k(p0 / block_size, n, [&](float* dst) {
+              const float* kf = q8_get(true, p0 / block_size, n, [&](float* dst) {
                 dequantize_k_slice(kb, a.k_scales + block * block_size * groups, kvh, n, head_dim, block_size, groups,
                                    dst);
               });
@@ -545,7 +562,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           for (int kvh = h0; kvh < h1; ++kvh) {
             const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
             if constexpr (std::is_same_v<KvT, int8_t>) {
-              const float* vf = q8.v(p0 / block_size, n, [&](float* dst) {
+              const float* vf = q8_get(false, p0 / block_size, n, [&](float* dst) {
                 dequantize_v_slice(vb, a.v_scales + block * block_size * groups, kvh, n, head_dim, groups, dst);
               });
               for (int g = 0; g < group; ++g) block_weighted_sum(sc_of(kvh, g) + (p0 - base), vf, n, head_dim, out_of(kvh, g));

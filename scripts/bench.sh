@@ -82,6 +82,9 @@ serve_and_bench c16-p512 true --num-requests "$n" --concurrency 16 --prompt-len 
 "$root/scripts/bench-speculative.sh" $([ "$quick" = 1 ] && echo --quick)
 # Beside llama.cpp on the same files, against the honest limits (bench-results/vs-llamacpp.md).
 if [ -n "${LLAMA_CPP_BIN:-}" ]; then "$root/scripts/bench-vs-llamacpp.sh" $([ "$quick" = 1 ] && echo --quick); fi
+# Long context (16 x 1,536 + 64, f16 and q8_0 KV) against the read roofline of weights + K/V, and
+# llama.cpp's flash attention where LLAMA_CPP_BIN is set (bench-results/long-context.md).
+"$root/scripts/bench-long-context.sh" $([ "$quick" = 1 ] && echo --quick)
 # Prefix caching: a shared 1,024-token prefix and short distinct suffixes, cache on against off.
 serve_and_bench prefix-on true --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32
 serve_and_bench prefix-off false --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32

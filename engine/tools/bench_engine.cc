@@ -101,6 +101,7 @@ struct Aggregate {
   double decode_tps = 0;  // from the moment every sequence has its first token to the last finish
   double whole_tps = 0;   // output tokens over the whole run, the prompts' prefill included
   double steal = 0;       // the hypervisor's steal time, a share of the run's CPU time
+  double prefill_tps = 0; // prompt tokens over the time until every sequence had its first token
 };
 
 // B sequences submitted at once, each with its own prompt.
@@ -118,7 +119,8 @@ Aggregate aggregate_decode(Engine& engine, int batch, int prompt_len, int gen, i
   const auto end = Clock::now();
   return {(tokens - tokens0) / std::chrono::duration<double>(end - t0).count(),
           tokens / std::chrono::duration<double>(end - start).count(),
-          kvserve::steal_share(cpu_before, kvserve::read_cpu_times())};
+          kvserve::steal_share(cpu_before, kvserve::read_cpu_times()),
+          static_cast<double>(batch) * prompt_len / std::chrono::duration<double>(t0 - start).count()};
 }
 
 // The serving benchmark's workload without gRPC: n requests, at most `concurrency` at a time
@@ -355,9 +357,15 @@ int main(int argc, char** argv) {
               "fp32",
               plain_read / 1e9, int8_peak / 1e9, peak / 1e9, 100 * honest_decode_share, streamed / 1e6,
               100 * prompt_tps * ops_per_token / int8_peak, 100 * prompt_tps * ops_per_token / peak);
+  // A batch step reads the weights once and every sequence's K/V (at the run's mean context).
+  const double batch_ctx = batch_prompt + batch_gen / 2.0;
+  auto batch_step_bytes = [&](int b) { return weight_bytes + b * static_cast<double>(mi.kv_bytes_per_token) * batch_ctx; };
+  auto batch_read_share = [&](int b, const Aggregate& a) { return a.decode_tps / b * batch_step_bytes(b) / plain_read; };
   for (auto [b, a] : agg)
-    std::printf("; %d sequences %.1f%% of int8, %.1f%% of fp32", b, 100 * a.decode_tps * ops_per_token / int8_peak,
-                100 * a.decode_tps * ops_per_token / peak);
+    std::printf("; %d sequences %.1f%% of int8, %.1f%% of fp32, %.1f%% of the read over %.1f MB a step (K/V at mean "
+                "context %.0f), prefill %.1f tok/s",
+                b, 100 * a.decode_tps * ops_per_token / int8_peak, 100 * a.decode_tps * ops_per_token / peak,
+                100 * batch_read_share(b, a), batch_step_bytes(b) / 1e6, batch_ctx, a.prefill_tps);
   std::printf("\n");
   if (closed_n > 0)
     std::printf("closed loop (%d requests, %d at a time, %d in / %d out): %.1f output tok/s, prompts included\n",
@@ -398,6 +406,9 @@ int main(int argc, char** argv) {
       j["aggregate_whole_run_tps"][std::to_string(b)] = a.whole_tps;
       j["aggregate_steal"][std::to_string(b)] = a.steal;
       j["aggregate_share_int8_peak"][std::to_string(b)] = a.decode_tps * ops_per_token / int8_peak;
+      j["aggregate_share_plain_read"][std::to_string(b)] = batch_read_share(b, a);  // weights + K/V a step
+      j["aggregate_step_bytes"][std::to_string(b)] = batch_step_bytes(b);
+      j["aggregate_prefill_tps"][std::to_string(b)] = a.prefill_tps;
     }
     if (closed_n > 0) j["closed_loop"] = {{"requests", closed_n}, {"concurrency", closed_c}, {"output_tps", closed_tps}};
     std::ofstream(json_out) << j.dump(2) << "\n";

@@ -34,11 +34,12 @@ class PagedAttention : public ::testing::TestWithParam<std::tuple<Shape, KernelL
 // seq_len: the sequences' lengths; chunk: how many of each one's last tokens are in the batch.
 // sinks: per-head logits that join each softmax's denominator (gpt-oss), or empty.
 // v_dim > 0: a latent cache (one KV head): no V is written or given, each position's value is
-// the first v_dim entries of its K row.
+// the first v_dim entries of its K row. check_capture: every row's attention probabilities are
+// captured (attention inspection) and checked against the reference's too.
 template <class KvT>
 void check_against_dense(const Shape& shape, const KernelTable& k, int window = 0, float soft_cap = 0.0f,
                          const std::vector<int>& seq_len = {37, 5, 64}, const std::vector<int>& chunk = {1, 5, 9},
-                         const std::vector<float>& sinks = {}, int v_dim = 0) {
+                         const std::vector<float>& sinks = {}, int v_dim = 0, bool check_capture = false) {
   const auto [n_head, n_kv, hd, bs] = shape;
   const int vd = v_dim > 0 ? v_dim : hd;
   constexpr bool q8 = std::is_same_v<KvT, int8_t>;
@@ -135,6 +136,14 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
   const int64_t rows = static_cast<int64_t>(token_seq.size());
   std::vector<float> out(rows * n_head * vd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<std::vector<float>> captured(check_capture ? rows : 0);
+  std::vector<float*> capture_ptrs;
+  std::vector<int64_t> capture_strides;
+  for (int64_t r = 0; r < static_cast<int64_t>(captured.size()); ++r) {
+    captured[r].assign(static_cast<size_t>(n_head) * ctx[r], NAN);
+    capture_ptrs.push_back(captured[r].data());
+    capture_strides.push_back(ctx[r]);
+  }
   k.paged_attention(PagedAttentionArgs<KvT>{.q = q_rows.data(), .rows = rows, .q_stride = int64_t{n_head} * hd,
                                            .k_cache = kc.data(), .v_cache = v_dim ? nullptr : vc.data(),
                                            .block_tables = tables.data(),
@@ -143,6 +152,8 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
                                            .block_size = bs, .scale = scale, .window = window,
                                            .soft_cap = soft_cap, .sinks = sinks.empty() ? nullptr : sinks.data(),
                                            .v_dim = v_dim, .out = out.data(),
+                                           .capture = check_capture ? capture_ptrs.data() : nullptr,
+                                           .capture_head_stride = check_capture ? capture_strides.data() : nullptr,
                                            .k_scales = q8 ? ks.data() : nullptr,
                                            .v_scales = q8 && !v_dim ? vs.data() : nullptr,
                                            .k_anchor = q8 ? k_anchor.data() : nullptr,
@@ -168,6 +179,10 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
         sum = std::exp(sinks[h] - mx);
       }
       for (int u = first; u <= p; ++u) sum += (w[u] = std::exp(w[u] - mx));
+      if (check_capture) {
+        for (int u = 0; u <= p; ++u)
+          ASSERT_NEAR(captured[r][size_t(h) * ctx[r] + u], w[u] / sum, 1e-6) << "row " << r << " head " << h;
+      }
       const std::vector<float>& values = v_dim ? K[s] : V[s];
       for (int i = 0; i < vd; ++i) {
         double ref = 0;
@@ -203,6 +218,23 @@ TEST_P(PagedAttention, FewDecodeRowsTakeRunsOfHeads) {
     check_against_dense<_Float16>(s, k, 24, 0.0f, lens, ones);
     check_against_dense<int8_t>(s, k, 0, 0.0f, lens, ones);
   }
+}
+
+// Prompt chunks attended in tiles of rows (up to 8 queries a KV head each, one load of a K or V
+// value for all): whole prompts, chunks whose length is no multiple of a tile, beside decode
+// rows; with a window whose start differs across a tile's rows, sinks and captured weights.
+TEST_P(PagedAttention, PromptChunksAttendInTilesOfRows) {
+  const Shape& s = std::get<0>(GetParam());
+  const KernelTable& k = kernel_table(std::get<1>(GetParam()));
+  const std::vector<int> lens = {70, 33, 16, 41, 9}, chunks = {70, 20, 3, 1, 9};
+  std::vector<float> sinks(s.n_head);
+  for (int h = 0; h < s.n_head; ++h) sinks[h] = h % 2 ? -1.0f : 0.5f;
+  for (int window : {0, 11}) {
+    check_against_dense<float>(s, k, window, 0.0f, lens, chunks, {}, 0, true);
+    check_against_dense<_Float16>(s, k, window, 0.0f, lens, chunks, sinks, 0, true);
+    check_against_dense<int8_t>(s, k, window, 0.0f, lens, chunks, {}, 0, true);
+  }
+  check_against_dense<float>(s, k, 0, 0.5f, lens, chunks, sinks);
 }
 
 // A q8_0 sequence longer than the decoded blocks a thread keeps (Q8Slices: 2^18 floats of K, 8,192

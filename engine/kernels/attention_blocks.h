@@ -258,39 +258,45 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
 #endif
 }
 
+// f.template operator()<M>() for M = min(count, kMaxQueries): a run-time count of queries as the
+// kernels' compile-time one.
+template <class F>
+inline void with_query_count(int count, F&& f) {
+  switch (std::min(count, kMaxQueries)) {
+    case 1: f.template operator()<1>(); break;
+    case 2: f.template operator()<2>(); break;
+    case 3: f.template operator()<3>(); break;
+    case 4: f.template operator()<4>(); break;
+    case 5: f.template operator()<5>(); break;
+    case 6: f.template operator()<6>(); break;
+    case 7: f.template operator()<7>(); break;
+    default: f.template operator()<8>(); break;
+  }
+}
+
 // The multi-query kernels for any count of queries (one call per kMaxQueries of them); a single
 // query takes the one-query kernels, whose four accumulators per query keep the FMA units busy.
 template <class KvT>
 inline void block_scores_queries(const float* const* qs, int count, const KvT* kb, int n, int head_dim,
                                  int block_size, float scale, float* const* scs) {
-  for (; count > 0; count -= kMaxQueries, qs += kMaxQueries, scs += kMaxQueries) {
-    switch (std::min(count, kMaxQueries)) {
-      case 1: block_scores(qs[0], kb, n, head_dim, block_size, scale, scs[0]); break;
-      case 2: block_scores_multi<2>(qs, kb, n, head_dim, block_size, scale, scs); break;
-      case 3: block_scores_multi<3>(qs, kb, n, head_dim, block_size, scale, scs); break;
-      case 4: block_scores_multi<4>(qs, kb, n, head_dim, block_size, scale, scs); break;
-      case 5: block_scores_multi<5>(qs, kb, n, head_dim, block_size, scale, scs); break;
-      case 6: block_scores_multi<6>(qs, kb, n, head_dim, block_size, scale, scs); break;
-      case 7: block_scores_multi<7>(qs, kb, n, head_dim, block_size, scale, scs); break;
-      default: block_scores_multi<8>(qs, kb, n, head_dim, block_size, scale, scs); break;
-    }
-  }
+  for (; count > 0; count -= kMaxQueries, qs += kMaxQueries, scs += kMaxQueries)
+    with_query_count(count, [&]<int M>() {
+      if constexpr (M == 1)
+        block_scores(qs[0], kb, n, head_dim, block_size, scale, scs[0]);
+      else
+        block_scores_multi<M>(qs, kb, n, head_dim, block_size, scale, scs);
+    });
 }
 template <class KvT>
 inline void block_weighted_sum_queries(const float* const* ws, int count, const KvT* vb, int n, int head_dim,
                                        float* const* os) {
-  for (; count > 0; count -= kMaxQueries, ws += kMaxQueries, os += kMaxQueries) {
-    switch (std::min(count, kMaxQueries)) {
-      case 1: block_weighted_sum(ws[0], vb, n, head_dim, os[0]); break;
-      case 2: block_weighted_sum_multi<2>(ws, vb, n, head_dim, os); break;
-      case 3: block_weighted_sum_multi<3>(ws, vb, n, head_dim, os); break;
-      case 4: block_weighted_sum_multi<4>(ws, vb, n, head_dim, os); break;
-      case 5: block_weighted_sum_multi<5>(ws, vb, n, head_dim, os); break;
-      case 6: block_weighted_sum_multi<6>(ws, vb, n, head_dim, os); break;
-      case 7: block_weighted_sum_multi<7>(ws, vb, n, head_dim, os); break;
-      default: block_weighted_sum_multi<8>(ws, vb, n, head_dim, os); break;
-    }
-  }
+  for (; count > 0; count -= kMaxQueries, ws += kMaxQueries, os += kMaxQueries)
+    with_query_count(count, [&]<int M>() {
+      if constexpr (M == 1)
+        block_weighted_sum(ws[0], vb, n, head_dim, os[0]);
+      else
+        block_weighted_sum_multi<M>(ws, vb, n, head_dim, os);
+    });
 }
 
 // sc[0..n) <- softmax(sc[0..n)), the denominator also holding exp(sink) (-inf: no sink).

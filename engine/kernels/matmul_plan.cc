@@ -32,9 +32,9 @@ bool plan_packs(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t n_in, in
 }
 
 MatmulPath plan_matmul(const MatmulTypeRow& row, const MatmulCpu& cpu, const MatmulCase& c) {
-  // Without an integer panel GEMM (the AVX2 levels), prompt heights take the float path: oneDNN's
-  // GEMM over decoded panels measured faster there than the fused kernels (docs/models.md).
-  if (plan_int8(row, cpu, c.n_in, c.int8_activations) && (row.int8_gemm || c.panels || c.m <= kSmallBatchRows)) {
+  // Prompt heights take the float path where the level's integer kernels measured slower than
+  // oneDNN's GEMM over decoded panels (int8_prompts; docs/performance.md).
+  if (plan_int8(row, cpu, c.n_in, c.int8_activations) && (row.int8_prompts || c.panels || c.m <= kSmallBatchRows)) {
     const bool k = row.family == MatmulFamily::kBlockK;
     if (c.panels) return k ? MatmulPath::kKPacked : MatmulPath::kQ32Packed;
     if (c.m <= kFusedMaxRows || !row.int8_gemm) return k ? MatmulPath::kKFused : MatmulPath::kQ32Fused;

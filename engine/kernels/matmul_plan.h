@@ -41,7 +41,7 @@ enum class MatmulPath : uint8_t {
 // none: quant_matmul runs the one plan_matmul picks, pack_panels the packer.
 struct Int8Kernels {
   void (*fused)(const QuantMatmulArgs& a) = nullptr;   // kQ32Fused, kKFused
-  void (*gemm)(const QuantMatmulArgs& a) = nullptr;    // kQ32Gemm, kKGemm
+  void (*gemm)(const QuantMatmulArgs& a) = nullptr;    // kQ32Gemm, kKGemm (a batch kernel)
   void (*packed)(const QuantMatmulArgs& a) = nullptr;  // kQ32Packed, kKPacked
   // w: [rows, row_bytes] in the type's blocks (rows a multiple of 16), rewritten as packed panels.
   void (*pack)(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) = nullptr;
@@ -57,8 +57,10 @@ struct MatmulTypeRow {
   // This level's fastest exact decoder: src [n / block_size] blocks, dst [n] floats.
   void (*decode)(const void* src, float* dst, int64_t n) = nullptr;
   bool int8 = false;             // integer kernels here
-  bool int8_gemm = false;        // a panel GEMM above kFusedMaxRows rows (else the fused kernel up to
-                                 // kSmallBatchRows, the float path above)
+  bool int8_gemm = false;        // a batch kernel above kFusedMaxRows rows (else the fused kernel up to
+                                 // kSmallBatchRows)
+  bool int8_prompts = false;     // heights above kSmallBatchRows on the integer path too (else decoded
+                                 // panels and oneDNN's GEMM, where that measured faster)
   bool int8_needs_avx512_vnni = false;  // the integer kernels use AVX-512 VNNI (checked at run time)
   bool packs = false;            // a packed-panel layout and its product here
   bool packs_need_gfni = false;  // the packed panels are unpacked with GFNI instructions
@@ -86,7 +88,7 @@ struct MatmulCase {
 };
 
 // Whether products take the integer kernels (at every height where the level has them: see
-// MatmulTypeRow::int8_gemm).
+// MatmulTypeRow::int8_prompts).
 bool plan_int8(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t n_in, bool int8_activations);
 // Whether a matrix of `rows` rows is held as packed panels (rewritten once at load).
 bool plan_packs(const MatmulTypeRow& row, const MatmulCpu& cpu, int64_t n_in, int64_t rows, bool int8_activations);

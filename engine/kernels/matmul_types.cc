@@ -193,18 +193,20 @@ void fast_q3_k(const void* src, float* dst, int64_t n) {
 constexpr bool kAvx512 = KVSERVE_HAS_AVX512 != 0;
 constexpr bool kVecInt8 = KVSERVE_HAS_VEC_INT8 != 0;
 
-// The block types have fused integer kernels at every level with the vector layer
-// (kernels/vec/vec_int8.h); on AVX-512 levels also the panel GEMMs and packed panels, whose
-// kernels need VNNI at run time (Q6_K's panels GFNI too: matmul_plan.cc).
+// The block types have fused integer kernels and batch kernels at every level with the vector
+// layer (kernels/vec/vec_int8.h); on AVX-512 levels the batch kernels are panel GEMMs, which
+// with the packed panels need VNNI at run time (Q6_K's panels GFNI too: matmul_plan.cc), and
+// take prompts too. On the AVX2 levels the K types' batch kernel takes prompts as fast as
+// oneDNN's GEMM over decoded panels, the 32-value types' one is slower there (docs/performance.md).
 template <class T, bool kPacks = true>
 constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*, int64_t)) {
-  MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlock32, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
-                  .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512 && kPacks};
+  MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlock32, .decode = decode, .int8 = kVecInt8, .int8_gemm = kVecInt8,
+                  .int8_prompts = kAvx512, .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512 && kPacks};
 #if KVSERVE_HAS_VEC_INT8
   r.int8_kernels.fused = &q32_fused<T>;
+  r.int8_kernels.gemm = &q32_gemm<T>;
 #endif
 #if KVSERVE_HAS_AVX512
-  r.int8_kernels.gemm = &q32_gemm<T>;
   if constexpr (kPacks) {
     r.int8_kernels.packed = &q32_packed<T>;
     r.int8_kernels.pack = &q32_pack<T>;
@@ -214,13 +216,13 @@ constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*
 }
 template <krows::Kind K>
 constexpr MatmulTypeRow block_k(TensorType t, void (*decode)(const void*, float*, int64_t), bool gfni = false) {
-  MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlockK, .decode = decode, .int8 = kVecInt8, .int8_gemm = kAvx512,
-                  .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512, .packs_need_gfni = gfni};
+  MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlockK, .decode = decode, .int8 = kVecInt8, .int8_gemm = kVecInt8,
+                  .int8_prompts = kVecInt8, .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512, .packs_need_gfni = gfni};
 #if KVSERVE_HAS_VEC_INT8
   r.int8_kernels.fused = &k_fused<K>;
+  r.int8_kernels.gemm = &k_gemm<K>;
 #endif
 #if KVSERVE_HAS_AVX512
-  r.int8_kernels.gemm = &k_gemm<K>;
   r.int8_kernels.packed = &k_packed<K>;
   r.int8_kernels.pack = &k_pack<K>;
 #endif

@@ -18,13 +18,21 @@ namespace {
 // Rows as the AVX-512 level has them: every integer kernel, VNNI needed.
 MatmulTypeRow k_row(bool gfni = false) {
   return {.type = TensorType::kQ4_K, .family = MatmulFamily::kBlockK, .int8 = true, .int8_gemm = true,
-          .int8_needs_avx512_vnni = true, .packs = true, .packs_need_gfni = gfni};
+          .int8_prompts = true, .int8_needs_avx512_vnni = true, .packs = true, .packs_need_gfni = gfni};
 }
 MatmulTypeRow q32_row() {
   return {.type = TensorType::kQ8_0, .family = MatmulFamily::kBlock32, .int8 = true, .int8_gemm = true,
-          .int8_needs_avx512_vnni = true, .packs = true};
+          .int8_prompts = true, .int8_needs_avx512_vnni = true, .packs = true};
 }
-// As the AVX2 levels have it: the fused kernel only, on any CPU that runs the level.
+// As the AVX2 levels have them, on any CPU that runs the level: the fused and batch kernels, the
+// 32-value types' prompts on the float path, the K types' on the integer one.
+MatmulTypeRow q32_avx2_row() {
+  return {.type = TensorType::kQ4_0, .family = MatmulFamily::kBlock32, .int8 = true, .int8_gemm = true};
+}
+MatmulTypeRow k_avx2_row() {
+  return {.type = TensorType::kQ4_K, .family = MatmulFamily::kBlockK, .int8 = true, .int8_gemm = true, .int8_prompts = true};
+}
+// A level with the fused kernel only.
 MatmulTypeRow q32_fused_only_row() {
   return {.type = TensorType::kQ4_0, .family = MatmulFamily::kBlock32, .int8 = true};
 }
@@ -49,13 +57,19 @@ TEST(MatmulPlan, IntegerKernelsByHeightAndLayout) {
   EXPECT_EQ(at(q32_row(), kVnni, 3), MatmulPath::kQ32Fused);
   EXPECT_EQ(at(q32_row(), kVnni, 16), MatmulPath::kQ32Gemm);
   EXPECT_EQ(at(q32_row(), kVnni, 16, true), MatmulPath::kQ32Packed);
-  // Without a panel GEMM the fused kernel takes every decode height and prompts take the float
-  // path; it needs no AVX-512 VNNI.
+  // The AVX2 levels: no AVX-512 VNNI needed; the batch kernel above four rows; prompts on the
+  // integer path only where int8_prompts says so.
+  for (int64_t m : {1, 4}) EXPECT_EQ(at(q32_avx2_row(), kNoVnni, m), MatmulPath::kQ32Fused);
+  for (int64_t m : {5, 64}) EXPECT_EQ(at(q32_avx2_row(), kNoVnni, m), MatmulPath::kQ32Gemm);
+  EXPECT_EQ(at(q32_avx2_row(), kNoVnni, 65), MatmulPath::kDecodedGemm);
+  EXPECT_EQ(at(q32_avx2_row(), kNoVnni, 512), MatmulPath::kDecodedGemm);
+  EXPECT_EQ(at(k_avx2_row(), kNoVnni, 4), MatmulPath::kKFused);
+  for (int64_t m : {5, 64, 65, 512}) EXPECT_EQ(at(k_avx2_row(), kNoVnni, m), MatmulPath::kKGemm);
+  EXPECT_FALSE(plan_packs(q32_avx2_row(), kNoVnni, 4096, 4096, true));
+  EXPECT_EQ(at(q32_avx2_row(), kNoVnni, 1, false, 4096, false), MatmulPath::kDecodeL1);
+  // Without a batch kernel the fused kernel takes every decode height.
   for (int64_t m : {1, 4, 5, 64}) EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, m), MatmulPath::kQ32Fused);
   EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, 65), MatmulPath::kDecodedGemm);
-  EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, 512), MatmulPath::kDecodedGemm);
-  EXPECT_FALSE(plan_packs(q32_fused_only_row(), kNoVnni, 4096, 4096, true));
-  EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, 1, false, 4096, false), MatmulPath::kDecodeL1);
 }
 
 TEST(MatmulPlan, FloatPathWhereTheIntegerKernelsCannotRun) {
@@ -99,8 +113,8 @@ TEST(MatmulPlan, OnednnMatrices) {
 }
 
 // Every row of every level this CPU runs: its type is loadable, its family matches the block
-// size, only AVX-512 levels claim packed, F16-row kernels or a panel GEMM, the AVX2 levels the
-// block types' fused kernels, it carries exactly the integer kernels its flags let the plan
+// size, only AVX-512 levels claim packed or F16-row kernels, the AVX2 levels the block types'
+// fused and batch kernels (prompts on the integer path for the K types), it carries exactly the integer kernels its flags let the plan
 // pick, and its decoder gives the scalar
 // reference decoder's floats bit for bit on random blocks.
 TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
@@ -121,8 +135,10 @@ TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
                                                               : MatmulFamily::kBlock32;
       EXPECT_EQ(row->family, family);
       if (level != KernelLevel::kAvx512) {
-        EXPECT_FALSE(row->int8_gemm || row->packs || row->f16_rows);
+        EXPECT_FALSE(row->packs || row->f16_rows);
         EXPECT_EQ(row->int8, level != KernelLevel::kScalar && family != MatmulFamily::kFloat);
+        EXPECT_EQ(row->int8_gemm, row->int8);
+        EXPECT_EQ(row->int8_prompts, row->int8 && family == MatmulFamily::kBlockK);
         EXPECT_FALSE(row->int8_needs_avx512_vnni);
       }
       // What the plan may pick, the row has a kernel for, and nothing more (an integer product

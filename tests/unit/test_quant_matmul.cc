@@ -4,6 +4,7 @@
 // height class, with and without accumulation, on every kernel level this CPU runs.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -119,7 +120,7 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed) {
   if (packed && packed_parts == 0) GTEST_SKIP() << "no part of this case is held as panels at this level";
   QuantMatrix m(ctx, parts, n_in, int8);
   // Whether the plan takes each part's product at `rows` rows on the integer path (every height
-  // on AVX-512; decode heights on the AVX2 levels).
+  // on AVX-512; on the AVX2 levels decode heights, and prompts of the K types).
   auto parts_int8 = [&](int64_t rows) {
     std::vector<bool> out;
     for (size_t p = 0; p < c.parts.size(); ++p)
@@ -223,6 +224,46 @@ TEST_P(Mxfp4Scales, EveryExponentMatchesTheDefinition) {
 
 INSTANTIATE_TEST_SUITE_P(Levels, Mxfp4Scales, ::testing::ValuesIn(supported_levels()),
                          [](const auto& info) { return std::string(level_name(info.param)); });
+
+// On the AVX2 levels the batch kernels (five rows and more) take each output's operations in
+// the fused kernel's order: a row's product is the same bits whatever else is in the batch, as
+// one row alone gets (the AVX-512 panel GEMMs sum in another order and make no such promise).
+class BatchLikeOneRow : public ::testing::TestWithParam<std::tuple<TensorType, KernelLevel>> {};
+
+TEST_P(BatchLikeOneRow, EachRowOfABatchIsItsProductAlone) {
+  const auto [t, level] = GetParam();
+  if (level != KernelLevel::kAvx2 && level != KernelLevel::kAvx2Vnni) GTEST_SKIP() << "the AVX2 levels' promise";
+  ComputeContext ctx(kernel_table(level));
+  std::mt19937 rng(13);
+  const int64_t rows = 45, n_in = 512, height = 21;
+  std::vector<uint8_t> w = random_rows(t, rows, n_in, rng);
+  QuantMatrix m(ctx, {HeldRows{t, w.data(), rows, tensor_bytes(t, n_in)}}, n_in, true);
+  ASSERT_EQ(plan_matmul(*ctx.kernels, static_cast<uint32_t>(t), {.n_in = n_in, .m = height}),
+            tensor_type(t).block_size == 256 ? MatmulPath::kKGemm : MatmulPath::kQ32Gemm);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(WeightMatrix::padded_rows(height) * n_in));
+  for (float& v : x) v = U(rng);
+  std::vector<float> batch(static_cast<size_t>(WeightMatrix::padded_rows(height) * rows));
+  m.forward(x.data(), height, batch.data(), false);
+  for (int64_t r = 0; r < height; ++r) {
+    std::vector<float> one(static_cast<size_t>(WeightMatrix::padded_rows(1) * rows));
+    m.forward(x.data() + r * n_in, 1, one.data(), false);
+    for (int64_t o = 0; o < rows; ++o)
+      ASSERT_EQ(std::bit_cast<uint32_t>(batch[r * rows + o]), std::bit_cast<uint32_t>(one[o]))
+          << "row " << r << " out " << o << ": " << batch[r * rows + o] << " in the batch, " << one[o] << " alone";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, BatchLikeOneRow,
+                         ::testing::Combine(::testing::Values(TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
+                                                              TensorType::kQ3_K, TensorType::kQ2_K, TensorType::kQ8_0,
+                                                              TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
+                                                              TensorType::kQ5_1, TensorType::kIQ4_NL, TensorType::kMXFP4),
+                                            ::testing::ValuesIn(supported_levels())),
+                         [](const auto& info) {
+                           return std::string(tensor_type_name(std::get<0>(info.param))) + "_" +
+                                  level_name(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace kvserve

@@ -54,4 +54,35 @@ inline void fused_rows(const QuantMatmulArgs& a, int64_t steps, const Group& gro
   }
 }
 
+// The batch kernels' walk on the levels without AVX-512 (int8/q32_fused.cc, int8/k_fused_vec.cc):
+// the same groups shared out among the threads; hold(j0, rows) unpacks a group into the
+// thread's buffer once (a later group's bytes requested into L2 meanwhile), then
+// tile(r0, mr, out) multiplies mr (1..kFusedPair) activation rows from r0 with it into
+// out[m * kFusedGroupRows + g]; the results go to a.y as fused_rows writes them.
+template <class Hold, class Tile>
+inline void held_rows(const QuantMatmulArgs& a, const Hold& hold, const Tile& tile) {
+  const int64_t groups = (a.n_out + kFusedGroupRows - 1) / kFusedGroupRows;
+  const int64_t group_bytes = kFusedGroupRows * a.row_bytes;
+#pragma omp parallel for schedule(static)
+  for (int64_t grp = 0; grp < groups; ++grp) {
+    const int64_t j0 = grp * kFusedGroupRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kFusedGroupRows, a.n_out - j0));
+    if (grp + kFusedAhead < groups) {
+      const char* next = reinterpret_cast<const char*>(a.w + (grp + kFusedAhead) * group_bytes);
+      for (int64_t off = 0; off < group_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
+    }
+    hold(j0, rows);
+    for (int64_t r0 = 0; r0 < a.m; r0 += kFusedPair) {
+      const int mr = static_cast<int>(std::min<int64_t>(kFusedPair, a.m - r0));
+      float out[kFusedPair * kFusedGroupRows];
+      tile(r0, mr, out);
+      for (int m = 0; m < mr; ++m) {
+        float* y = a.y + (r0 + m) * a.ldy + j0;
+        for (int g = 0; g < rows; ++g)
+          y[g] = a.accumulate ? y[g] + out[m * kFusedGroupRows + g] : out[m * kFusedGroupRows + g];
+      }
+    }
+  }
+}
+
 }  // namespace kvserve::KVSERVE_KERNEL_NS::int8

@@ -6,7 +6,8 @@
 // products summed in pairs (vpmaddubsw) times the integer sub-block scales (vpmaddwd, or
 // vpdpwssd with AVX-VNNI), so a super-block's products stay in integers and meet a float once;
 // the levels' offset (Q6_K, Q3_K) comes off in integers, the minimums (Q4_K, Q5_K, Q2_K) in
-// float. Larger batches take it too, four weight rows and two activation rows at a time.
+// float. Five rows and more take k_gemm below: each group of four weight rows unpacked once
+// into the thread's buffer, every activation row multiplied with it there.
 #include "kernels/int8/int8_matmul.h"
 
 #include "kernels/intrinsics.h"
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "codecs/tensor_types.h"
 #include "kernels/small_batch_matmul.h"
@@ -39,15 +41,15 @@ constexpr int kChunks = 256 / vec::kBytes;  // vectors of levels per super-block
 struct Row {
   const int8_t* q;       // [n_in]
   const float* d;        // [n_in / 256]
-  const int32_t* sums;   // [n_in / 16] sums of each 16 levels
+  const int16_t* sums;   // [n_in / 16] sums of each 16 levels (|sum| <= 16 * 127)
 };
 
-inline int64_t row_stride(int64_t n_in) { return (n_in + n_in / 256 * 4 + n_in / 16 * 4 + 63) / 64 * 64; }
+inline int64_t row_stride(int64_t n_in) { return (n_in + n_in / 256 * 4 + n_in / 16 * 2 + 63) / 64 * 64; }
 
 inline Row round_row(const float* x, int64_t n_in, uint8_t* scratch) {
   auto* q = reinterpret_cast<int8_t*>(scratch);
   auto* d = reinterpret_cast<float*>(scratch + n_in);
-  auto* sums = reinterpret_cast<int32_t*>(d + n_in / 256);
+  auto* sums = reinterpret_cast<int16_t*>(d + n_in / 256);
   for (int64_t k = 0; k < n_in / 256; ++k) {
     const float* xb = x + 256 * k;
     const float dk = vec::amax(xb, 256) / 127.0f, id = dk > 0.0f ? 1.0f / dk : 0.0f;
@@ -56,7 +58,7 @@ inline Row round_row(const float* x, int64_t n_in, uint8_t* scratch) {
     for (int i = 0; i < 16; ++i) {
       int32_t s = 0;
       for (int l = 0; l < 16; ++l) s += q[256 * k + 16 * i + l];
-      sums[16 * k + i] = s;
+      sums[16 * k + i] = static_cast<int16_t>(s);
     }
   }
   return {q, d, sums};
@@ -111,7 +113,7 @@ inline void unpack(const uint8_t* block, Block<kKind>& out) {
 template <Kind kKind>
 inline void block_dot(const Block<kKind>& w, const Row& x, int64_t k, vec::F& acc, float& mins) {
   const int8_t* xq = x.q + 256 * k;
-  const int32_t* s16 = x.sums + 16 * k;
+  const int16_t* s16 = x.sums + 16 * k;
   vec::I dot = vec::zero();
   for (int c = 0; c < kChunks; ++c) dot = vec::dot16(dot, vec::maddubs(w.q[c], vec::load(xq + vec::kBytes * c)), w.s[c]);
   const float dx = x.d[k];
@@ -162,6 +164,97 @@ void fused(const QuantMatmulArgs& a, const Row* x) {
   });
 }
 
+// One super-block of one weight row as the batch kernel holds it: the fused kernel's unpacked
+// block and the weights of the activations' sums of 16 (Q4_K, Q5_K: each sub-block's minimum
+// twice; Q2_K: its minimums; Q6_K, Q3_K: its scales, which take the levels' offset off).
+template <Kind kKind>
+struct alignas(64) Held {
+  Block<kKind> b;
+  vec::I side;
+};
+
+template <Kind kKind>
+inline void hold(const uint8_t* block, Held<kKind>& out) {
+  unpack<kKind>(block, out.b);
+  alignas(32) int16_t side[16];
+  for (int i = 0; i < 16; ++i) {
+    if constexpr (kKind == Kind::kQ4K || kKind == Kind::kQ5K) side[i] = out.b.mins[i / 2];
+    else if constexpr (kKind == Kind::kQ2K) side[i] = out.b.mins[i];
+    else side[i] = out.b.sc[i];
+  }
+  out.side = vec::load(side);
+}
+
+// M activation rows times a group's kRows weight rows (held: [blocks][kRows]) over the whole
+// row: out[m * kRows + g]. Per vector of levels the four rows' levels meet each activation
+// row's vector once loaded. Each output takes block_dot's operations in its order (the side
+// sums are integers, summed in vectors), so a row's product is the same in any batch.
+template <Kind kKind, int M>
+void held_tile(const Held<kKind>* held, const Row* x, int64_t blocks, float* out) {
+  vec::F acc[M][kRows];
+  float mins[M][kRows] = {};
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < kRows; ++g) acc[m][g] = vec::fzero();
+  for (int64_t k = 0; k < blocks; ++k) {
+    const Held<kKind>* h = held + k * kRows;
+    vec::I dot[M][kRows];
+    for (int m = 0; m < M; ++m)
+      for (int g = 0; g < kRows; ++g) dot[m][g] = vec::zero();
+    // Not unrolled: unrolled, GCC hoists the weights' loads and spills the accumulators.
+#pragma GCC unroll 1
+    for (int c = 0; c < kChunks; ++c) {
+      vec::I xv[M];
+      for (int m = 0; m < M; ++m) xv[m] = vec::load(x[m].q + 256 * k + vec::kBytes * c);
+      for (int g = 0; g < kRows; ++g) {
+        const vec::I q = h[g].b.q[c], s = h[g].b.s[c];
+        for (int m = 0; m < M; ++m) dot[m][g] = vec::dot16(dot[m][g], vec::maddubs(q, xv[m]), s);
+      }
+    }
+    for (int m = 0; m < M; ++m) {
+      const vec::I sums = vec::load(x[m].sums + 16 * k);
+      const float dx = x[m].d[k];
+      for (int g = 0; g < kRows; ++g) {
+        const int32_t side = vec::hsum(vec::dot16(vec::zero(), h[g].side, sums));
+        if constexpr (krows::offset_bits(kKind) > 0) {
+          dot[m][g] = vec::sub(dot[m][g], vec::lane0(side * (1 << krows::offset_bits(kKind))));
+        } else {
+          mins[m][g] += h[g].b.dmin * dx * static_cast<float>(side);
+        }
+        acc[m][g] = vec::fma(vec::to_float(dot[m][g]), vec::splat(h[g].b.d * dx), acc[m][g]);
+      }
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < kRows; ++g) out[m * kRows + g] = vec::sum(acc[m][g]) - mins[m][g];
+}
+
+// Each group's super-blocks held once (rows past the matrix's end as zero blocks), then every
+// activation row against them (int8/fused_rows.h's held_rows).
+template <Kind kKind>
+void held_gemm(const QuantMatmulArgs& a, const Row* x) {
+  const int64_t blocks = a.n_in / 256;
+  thread_local std::vector<Held<kKind>> held;  // the thread's group
+  int8::held_rows(
+      a,
+      [&](int64_t j0, int rows) {
+        held.resize(static_cast<size_t>(blocks * kRows));
+        for (int64_t k = 0; k < blocks; ++k)
+          for (int g = 0; g < kRows; ++g) {
+            Held<kKind>& h = held[static_cast<size_t>(k * kRows + g)];
+            if (g < rows)
+              hold<kKind>(a.w + (j0 + g) * a.row_bytes + k * krows::kBlockBytes<kKind>, h);
+            else
+              std::memset(static_cast<void*>(&h), 0, sizeof h);
+          }
+      },
+      [&](int64_t r0, int mr, float* out) {
+        if (mr == 2)
+          held_tile<kKind, 2>(held.data(), x + r0, blocks, out);
+        else
+          held_tile<kKind, 1>(held.data(), x + r0, blocks, out);
+      });
+}
+
 }  // namespace
 
 template <krows::Kind K>
@@ -172,7 +265,18 @@ void k_fused(const QuantMatmulArgs& a) {
   for (int64_t r = 0; r < a.m; ++r) x[r] = round_row(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
   fused<K>(a, x);
 }
-#define KVSERVE_INSTANTIATE(K) template void k_fused<krows::Kind::K>(const QuantMatmulArgs&);
+
+template <krows::Kind K>
+void k_gemm(const QuantMatmulArgs& a) {
+  Row x[kSmallBatchRows];
+  const int64_t stride = row_stride(a.n_in);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < a.m; ++r) x[r] = round_row(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
+  held_gemm<K>(a, x);
+}
+#define KVSERVE_INSTANTIATE(K)                                      \
+  template void k_fused<krows::Kind::K>(const QuantMatmulArgs&); \
+  template void k_gemm<krows::Kind::K>(const QuantMatmulArgs&);
 KVSERVE_INT8_K_KINDS(KVSERVE_INSTANTIATE)
 #undef KVSERVE_INSTANTIATE
 #endif  // AVX-512 levels: int8/k_fused.cc; levels without the vector layer: the float path always

@@ -1,14 +1,16 @@
-// The fused integer kernel of the 32-value block types for one to four activation rows (and,
-// at levels without a panel GEMM, for every height): the weights read straight from the file's
-// layout, each unpacked once for all rows, nothing staged in memory between reading a weight and
-// multiplying it. Written on the vector layer (kernels/vec/vec_int8.h), so it runs at every
+// The fused integer kernel of the 32-value block types for one to four activation rows: the
+// weights read straight from the file's layout, each unpacked once for all rows, nothing staged
+// in memory between reading a weight and multiplying it; and, at the levels without AVX-512,
+// the batch kernel (q32_gemm) for five rows and more. Written on the vector layer (kernels/vec/vec_int8.h), so it runs at every
 // level that has one: AVX-512 with VNNI, AVX2 with or without AVX-VNNI.
 #include "kernels/int8/int8_matmul.h"
 
 #include "kernels/intrinsics.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
+#include <vector>
 
 #include "codecs/tensor_types.h"
 #include "kernels/small_batch_matmul.h"
@@ -71,6 +73,79 @@ template <class T>
 constexpr TypeDots kDots{{{dot_blocks<T, 1, 1>, dot_blocks<T, 1, 2>, dot_blocks<T, 1, 3>, dot_blocks<T, 1, 4>},
                           {dot_blocks<T, 2, 1>, dot_blocks<T, 2, 2>, dot_blocks<T, 2, 3>, dot_blocks<T, 2, 4>}}};
 
+#if !KVSERVE_HAS_AVX512
+// Five rows and more at the levels without AVX-512 (whose panel GEMM is int8/q32_gemm.cc): each
+// group of kRows weight rows' blocks unpacked once into the thread's buffer, as signed levels
+// and float factors, then every activation row against them two at a time; the fused kernel
+// unpacks them again for every pair. Signed levels need no offset taken off, and Q8_0's and
+// IQ4_NL's need no split into nibbles (vec::signed_dot).
+struct alignas(64) Held32 {
+  vec::I s;           // signed levels, value order
+  float d = 0, m = 0;  // scale; minimum (Q4_1, Q5_1)
+};
+
+template <class T>
+inline void hold32(const typename T::Block* b, Held32& out) {
+  out.s = vec::sub8(vec::levels(b), T::offset);
+  out.d = vec::scales(b);
+  if constexpr (T::has_min) out.m = vec::mins(b);
+}
+
+// M activation rows times a group's kRows weight rows (held: [blocks][kRows]): out[m * kRows + g].
+// Each lane's integer sum is dot_blocks' (the offset taken off before, not after), and each
+// output takes its float operations in its order, so a row's product is the same in any batch.
+template <class T, int M>
+void held_tile32(const Held32* held, const Row32* x, int64_t blocks, float* out) {
+  vec::F acc[M][kRows];
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < kRows; ++g) acc[m][g] = vec::fzero();
+  for (int64_t c = 0; c < blocks; ++c) {
+    const Held32* h = held + c * kRows;
+    vec::I xq[M];
+    for (int m = 0; m < M; ++m) xq[m] = vec::load(x[m].q + 32 * c);
+    for (int g = 0; g < kRows; ++g)
+      for (int m = 0; m < M; ++m) {
+        const vec::I dot = vec::signed_dot(vec::zero(), h[g].s, xq[m]);
+        acc[m][g] = vec::fma(vec::to_float(dot), vec::splat(h[g].d * x[m].d[c]), acc[m][g]);
+        if constexpr (T::has_min)
+          acc[m][g] = vec::fma(vec::to_float(vec::load(x[m].lanes + 8 * c)), vec::splat(h[g].m * x[m].d[c]), acc[m][g]);
+      }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < kRows; ++g) out[m * kRows + g] = vec::sum(acc[m][g]);
+}
+
+template <class T>
+void held_gemm32(const QuantMatmulArgs& a, const Row32* x) {
+  using Block = typename T::Block;
+  const int64_t blocks = a.n_in / 32;
+  thread_local std::vector<Held32> held;  // the thread's group
+  int8::held_rows(
+      a,
+      [&](int64_t j0, int rows) {
+        held.resize(static_cast<size_t>(blocks * kRows));
+        for (int g = 0; g < kRows; ++g) {
+          const Block* b = reinterpret_cast<const Block*>(a.w + (j0 + g) * a.row_bytes);
+          for (int64_t c = 0; c < blocks; ++c) {
+            Held32& h = held[static_cast<size_t>(c * kRows + g)];
+            if (g < rows) {
+              hold32<T>(b + c, h);
+            } else {
+              h.s = vec::zero();
+              h.d = h.m = 0.0f;
+            }
+          }
+        }
+      },
+      [&](int64_t r0, int mr, float* out) {
+        if (mr == 2)
+          held_tile32<T, 2>(held.data(), x + r0, blocks, out);
+        else
+          held_tile32<T, 1>(held.data(), x + r0, blocks, out);
+      });
+}
+#endif
+
 }  // namespace
 
 template <class T>
@@ -89,6 +164,21 @@ void q32_fused(const QuantMatmulArgs& a) {
 #define KVSERVE_INSTANTIATE(T) template void q32_fused<int8_types::T>(const QuantMatmulArgs&);
 KVSERVE_INT8_TYPES32(KVSERVE_INSTANTIATE)
 #undef KVSERVE_INSTANTIATE
+
+#if !KVSERVE_HAS_AVX512
+template <class T>
+void q32_gemm(const QuantMatmulArgs& a) {
+  Row32 x[kSmallBatchRows];
+  const int64_t stride = int8::row32_bytes(a.n_in);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < a.m; ++r)
+    x[r] = int8::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
+  held_gemm32<T>(a, x);
+}
+#define KVSERVE_INSTANTIATE(T) template void q32_gemm<int8_types::T>(const QuantMatmulArgs&);
+KVSERVE_INT8_TYPES32(KVSERVE_INSTANTIATE)
+#undef KVSERVE_INSTANTIATE
+#endif
 #endif  // levels without the vector layer: the float path always
 
 }  // namespace kvserve::KVSERVE_KERNEL_NS

@@ -49,6 +49,25 @@ inline float sum(F a) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
+// acc + the sum of each 4 products s·x into its int32 lane, both signed (s in [-128, 127], x in
+// [-127, 127]), exactly: |s| times x with s's sign (AVX2 levels only: int8/q32_fused.cc's batch kernel).
+inline I signed_dot(I acc, I s, I x) {
+#if KVSERVE_HAS_AVX_VNNI
+  return _mm256_dpbusd_avx_epi32(acc, _mm256_abs_epi8(s), _mm256_sign_epi8(x, s));
+#else
+  const I pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(s), _mm256_sign_epi8(x, s));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+}
+// Bytes less k, modulo 256 (unsigned levels back to signed ones).
+inline I sub8(I a, int k) { return _mm256_sub_epi8(a, _mm256_set1_epi8(static_cast<char>(k))); }
+
+// The sum of the int32 lanes (AVX2 levels only: int8/k_fused_vec.cc's batch kernel).
+inline int32_t hsum(I a) {
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+}
 
 // One block's F16 scale (or minimum; MXFP4's E8M0 scale) as a float.
 using Factors = float;

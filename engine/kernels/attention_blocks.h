@@ -47,6 +47,13 @@ inline void prefetch_slice(const void* p, int64_t bytes) {
 
 #endif
 
+// The AVX2 levels' kernels: 8 floats a register.
+#define KVS_ATTN_AVX2 (!KVSERVE_HAS_AVX512 && KVSERVE_HAS_F16C)
+#if KVS_ATTN_AVX2
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const _Float16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+#endif
+
 // sc[0..n) = scale · (q · K[:, s]) for the first n positions of one block.
 // qg: [head_dim]; kb: [head_dim, block_size]; sc: [n].
 template <class KvT>
@@ -88,6 +95,39 @@ inline void block_scores(const float* qg, const KvT* kb, int n, int head_dim, in
     s0 = n;
   }
 #endif
+#elif KVS_ATTN_AVX2
+  // 16 positions at a time over even and odd dimensions: four FMA chains.
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (; s0 + 16 <= n; s0 += 16) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int d = 0;
+    for (; d + 2 <= head_dim; d += 2) {
+      const KvT* k = kb + static_cast<int64_t>(d) * block_size + s0;
+      const __m256 q0 = _mm256_set1_ps(qg[d]), q1 = _mm256_set1_ps(qg[d + 1]);
+      a0 = _mm256_fmadd_ps(q0, load8(k), a0);
+      a1 = _mm256_fmadd_ps(q0, load8(k + 8), a1);
+      a2 = _mm256_fmadd_ps(q1, load8(k + block_size), a2);
+      a3 = _mm256_fmadd_ps(q1, load8(k + block_size + 8), a3);
+    }
+    if (d < head_dim) {
+      const KvT* k = kb + static_cast<int64_t>(d) * block_size + s0;
+      a0 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d]), load8(k), a0);
+      a1 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d]), load8(k + 8), a1);
+    }
+    _mm256_storeu_ps(sc + s0, _mm256_mul_ps(_mm256_add_ps(a0, a2), vs));
+    _mm256_storeu_ps(sc + s0 + 8, _mm256_mul_ps(_mm256_add_ps(a1, a3), vs));
+  }
+  for (; s0 + 8 <= n; s0 += 8) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int d = 0;
+    for (; d + 2 <= head_dim; d += 2) {
+      const KvT* k = kb + static_cast<int64_t>(d) * block_size + s0;
+      a0 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d]), load8(k), a0);
+      a1 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d + 1]), load8(k + block_size), a1);
+    }
+    if (d < head_dim) a0 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d]), load8(kb + static_cast<int64_t>(d) * block_size + s0), a0);
+    _mm256_storeu_ps(sc + s0, _mm256_mul_ps(_mm256_add_ps(a0, a1), vs));
+  }
 #else
   for (; s0 + kLanes <= n; s0 += kLanes) {
     float acc[kLanes] = {};
@@ -130,6 +170,29 @@ inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_di
     _mm512_storeu_ps(o + d0 + 16, a1);
     _mm512_storeu_ps(o + d0 + 32, a2);
     _mm512_storeu_ps(o + d0 + 48, a3);
+  }
+#elif KVS_ATTN_AVX2
+  // 32 output dimensions at a time: four accumulators per position, then 8 at a time.
+  for (; d0 + 32 <= head_dim; d0 += 32) {
+    __m256 a0 = _mm256_loadu_ps(o + d0), a1 = _mm256_loadu_ps(o + d0 + 8), a2 = _mm256_loadu_ps(o + d0 + 16),
+           a3 = _mm256_loadu_ps(o + d0 + 24);
+    for (int s = 0; s < n; ++s) {
+      const KvT* v = vb + static_cast<int64_t>(s) * head_dim + d0;
+      const __m256 ws = _mm256_set1_ps(w[s]);
+      a0 = _mm256_fmadd_ps(ws, load8(v), a0);
+      a1 = _mm256_fmadd_ps(ws, load8(v + 8), a1);
+      a2 = _mm256_fmadd_ps(ws, load8(v + 16), a2);
+      a3 = _mm256_fmadd_ps(ws, load8(v + 24), a3);
+    }
+    _mm256_storeu_ps(o + d0, a0);
+    _mm256_storeu_ps(o + d0 + 8, a1);
+    _mm256_storeu_ps(o + d0 + 16, a2);
+    _mm256_storeu_ps(o + d0 + 24, a3);
+  }
+  for (; d0 + 8 <= head_dim; d0 += 8) {
+    __m256 a = _mm256_loadu_ps(o + d0);
+    for (int s = 0; s < n; ++s) a = _mm256_fmadd_ps(_mm256_set1_ps(w[s]), load8(vb + static_cast<int64_t>(s) * head_dim + d0), a);
+    _mm256_storeu_ps(o + d0, a);
   }
 #endif
   // 16 output dimensions at a time, accumulated in a register across the block.
@@ -213,6 +276,34 @@ inline void block_scores_multi(const float* const* qs, const KvT* kb, int n, int
     for (int m = 0; m < M; ++m)
       _mm512_mask_storeu_ps(scs[m] + s0, mask, _mm512_mul_ps(_mm512_add_ps(a[m][0], a[m][1]), vs));
   }
+#elif KVS_ATTN_AVX2
+  // 8 positions at a time, one accumulator a query (four queries and more are chains enough;
+  // fewer take two, over even and odd dimensions); the last < 8 positions query by query.
+  constexpr int kChains = M >= 4 ? 1 : 2;
+  const __m256 vs = _mm256_set1_ps(scale);
+  int s0 = 0;
+  for (; s0 + 8 <= n; s0 += 8) {
+    __m256 a[M][kChains];
+    for (int m = 0; m < M; ++m)
+      for (int c = 0; c < kChains; ++c) a[m][c] = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + kChains <= head_dim; d += kChains)
+      for (int c = 0; c < kChains; ++c) {
+        const __m256 k = load8(kb + static_cast<int64_t>(d + c) * block_size + s0);
+        for (int m = 0; m < M; ++m) a[m][c] = _mm256_fmadd_ps(_mm256_set1_ps(qs[m][d + c]), k, a[m][c]);
+      }
+    for (; d < head_dim; ++d) {
+      const __m256 k = load8(kb + static_cast<int64_t>(d) * block_size + s0);
+      for (int m = 0; m < M; ++m) a[m][0] = _mm256_fmadd_ps(_mm256_set1_ps(qs[m][d]), k, a[m][0]);
+    }
+    for (int m = 0; m < M; ++m) {
+      __m256 sum = a[m][0];
+      if constexpr (kChains == 2) sum = _mm256_add_ps(sum, a[m][kChains - 1]);
+      _mm256_storeu_ps(scs[m] + s0, _mm256_mul_ps(sum, vs));
+    }
+  }
+  if (s0 < n)
+    for (int m = 0; m < M; ++m) block_scores(qs[m], kb + s0, n - s0, head_dim, block_size, scale, scs[m] + s0);
 #else
   for (int m = 0; m < M; ++m) block_scores(qs[m], kb, n, head_dim, block_size, scale, scs[m]);
 #endif
@@ -248,6 +339,22 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
       for (int m = 0; m < M; ++m) a[m] = _mm512_fmadd_ps(_mm512_set1_ps(ws[m][s]), v0, a[m]);
     }
     for (int m = 0; m < M; ++m) _mm512_storeu_ps(os[m] + d0, a[m]);
+  }
+  for (int m = 0; m < M; ++m)
+    for (int s = 0; s < n; ++s)
+      for (int d = d0; d < head_dim; ++d)
+        os[m][d] += ws[m][s] * static_cast<float>(vb[static_cast<int64_t>(s) * head_dim + d]);
+#elif KVS_ATTN_AVX2
+  // 8 output dimensions at a time: M accumulators, one V load per position.
+  int d0 = 0;
+  for (; d0 + 8 <= head_dim; d0 += 8) {
+    __m256 a[M];
+    for (int m = 0; m < M; ++m) a[m] = _mm256_loadu_ps(os[m] + d0);
+    for (int s = 0; s < n; ++s) {
+      const __m256 v = load8(vb + static_cast<int64_t>(s) * head_dim + d0);
+      for (int m = 0; m < M; ++m) a[m] = _mm256_fmadd_ps(_mm256_set1_ps(ws[m][s]), v, a[m]);
+    }
+    for (int m = 0; m < M; ++m) _mm256_storeu_ps(os[m] + d0, a[m]);
   }
   for (int m = 0; m < M; ++m)
     for (int s = 0; s < n; ++s)
@@ -318,6 +425,23 @@ inline void softmax_inplace(float* sc, int n, float sink = -INFINITY) {
     vsum = _mm512_add_ps(vsum, e);
   }
   sum = _mm512_reduce_add_ps(vsum);
+#elif KVS_ATTN_AVX2
+  __m256 vmx = _mm256_set1_ps(sc[0]);
+  for (; p + 8 <= n; p += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(sc + p));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmx);
+  mx = *std::max_element(lanes, lanes + 8);
+  for (int i = p; i < n; ++i) mx = std::max(mx, sc[i]);
+  mx = std::max(mx, sink);
+  __m256 vsum = _mm256_setzero_ps();
+  const __m256 vmax = _mm256_set1_ps(mx);
+  for (p = 0; p + 8 <= n; p += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + p), vmax));
+    _mm256_storeu_ps(sc + p, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  _mm256_store_ps(lanes, vsum);
+  for (float v : lanes) sum += v;
 #else
   mx = std::max(*std::max_element(sc, sc + n), sink);
 #endif

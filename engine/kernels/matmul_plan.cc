@@ -37,6 +37,7 @@ MatmulPath plan_matmul(const MatmulTypeRow& row, const MatmulCpu& cpu, const Mat
   if (plan_int8(row, cpu, c.n_in, c.int8_activations) && (row.int8_prompts || c.panels || c.m <= kSmallBatchRows)) {
     const bool k = row.family == MatmulFamily::kBlockK;
     if (c.panels) return k ? MatmulPath::kKPacked : MatmulPath::kQ32Packed;
+    if (k && row.int8_lanes && c.m > kSmallBatchRows) return MatmulPath::kKLanes;
     if (c.m <= kFusedMaxRows || !row.int8_gemm) return k ? MatmulPath::kKFused : MatmulPath::kQ32Fused;
     return k ? MatmulPath::kKGemm : MatmulPath::kQ32Gemm;
   }
@@ -52,7 +53,7 @@ MatmulPath plan_matmul(const MatmulTypeRow& row, const MatmulCpu& cpu, const Mat
 bool is_int8_path(MatmulPath path) {
   switch (path) {
     case MatmulPath::kQ32Fused: case MatmulPath::kQ32Gemm: case MatmulPath::kQ32Packed:
-    case MatmulPath::kKFused: case MatmulPath::kKGemm: case MatmulPath::kKPacked: return true;
+    case MatmulPath::kKFused: case MatmulPath::kKGemm: case MatmulPath::kKPacked: case MatmulPath::kKLanes: return true;
     default: return false;
   }
 }
@@ -69,6 +70,7 @@ const char* matmul_path_name(MatmulPath path) {
     case MatmulPath::kKFused: return "k_fused";
     case MatmulPath::kKGemm: return "k_gemm";
     case MatmulPath::kKPacked: return "k_packed";
+    case MatmulPath::kKLanes: return "k_lanes";
     case MatmulPath::kF32SmallBatch: return "f32_small_batch";
     case MatmulPath::kOnednn: return "onednn";
   }

@@ -33,6 +33,7 @@ enum class MatmulPath : uint8_t {
   kKFused,       // K super-blocks, 1-4 rows from the file's layout
   kKGemm,        // K super-blocks, panel GEMM unpacked per call
   kKPacked,      // K super-blocks held as packed panels, any height
+  kKLanes,       // K super-blocks, eight weight rows a vector unpacked per call (AVX2 levels' prompts)
   kF32SmallBatch,  // F32 in oneDNN's 64-column panels read by our small-batch kernel (decode heights)
   kOnednn,         // oneDNN's matmul (F32, BF16)
 };
@@ -43,6 +44,7 @@ struct Int8Kernels {
   void (*fused)(const QuantMatmulArgs& a) = nullptr;   // kQ32Fused, kKFused
   void (*gemm)(const QuantMatmulArgs& a) = nullptr;    // kQ32Gemm, kKGemm (a batch kernel)
   void (*packed)(const QuantMatmulArgs& a) = nullptr;  // kQ32Packed, kKPacked
+  void (*lanes)(const QuantMatmulArgs& a) = nullptr;   // kKLanes
   // w: [rows, row_bytes] in the type's blocks (rows a multiple of 16), rewritten as packed panels.
   void (*pack)(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) = nullptr;
 };
@@ -61,6 +63,7 @@ struct MatmulTypeRow {
                                  // kSmallBatchRows)
   bool int8_prompts = false;     // heights above kSmallBatchRows on the integer path too (else decoded
                                  // panels and oneDNN's GEMM, where that measured faster)
+  bool int8_lanes = false;       // those heights by the eight-rows-a-vector kernel (kKLanes)
   bool int8_needs_avx512_vnni = false;  // the integer kernels use AVX-512 VNNI (checked at run time)
   bool packs = false;            // a packed-panel layout and its product here
   bool packs_need_gfni = false;  // the packed panels are unpacked with GFNI instructions

@@ -217,10 +217,14 @@ constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*
 template <krows::Kind K>
 constexpr MatmulTypeRow block_k(TensorType t, void (*decode)(const void*, float*, int64_t), bool gfni = false) {
   MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlockK, .decode = decode, .int8 = kVecInt8, .int8_gemm = kVecInt8,
-                  .int8_prompts = kVecInt8, .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512, .packs_need_gfni = gfni};
+                  .int8_prompts = kVecInt8, .int8_lanes = kVecInt8 && !kAvx512, .int8_needs_avx512_vnni = kAvx512,
+                  .packs = kAvx512, .packs_need_gfni = gfni};
 #if KVSERVE_HAS_VEC_INT8
   r.int8_kernels.fused = &k_fused<K>;
   r.int8_kernels.gemm = &k_gemm<K>;
+#endif
+#if KVSERVE_HAS_VEC_INT8 && !KVSERVE_HAS_AVX512
+  r.int8_kernels.lanes = &k_lanes<K>;
 #endif
 #if KVSERVE_HAS_AVX512
   r.int8_kernels.packed = &k_packed<K>;

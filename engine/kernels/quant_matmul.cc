@@ -167,7 +167,10 @@ void quant_matmul(const QuantMatmulArgs& a) {
     for (int64_t r0 = 0; r0 < a.m; r0 += kSmallBatchRows) {
       QuantMatmulArgs part = a;
       part.x = a.x + r0 * a.n_in, part.y = a.y + r0 * a.ldy, part.m = std::min(kSmallBatchRows, a.m - r0);
-      quant_matmul(part);
+      if (path == MatmulPath::kKLanes)
+        row.int8_kernels.lanes(part);  // the prompt's kernel for every part (planned again, a part is a decode height)
+      else
+        quant_matmul(part);
     }
     return;
   }
@@ -176,6 +179,7 @@ void quant_matmul(const QuantMatmulArgs& a) {
     case MatmulPath::kQ32Fused: case MatmulPath::kKFused: row.int8_kernels.fused(a); return;
     case MatmulPath::kQ32Gemm: case MatmulPath::kKGemm: row.int8_kernels.gemm(a); return;
     case MatmulPath::kQ32Packed: case MatmulPath::kKPacked: row.int8_kernels.packed(a); return;
+    case MatmulPath::kKLanes: row.int8_kernels.lanes(a); return;
 #if KVSERVE_HAS_AVX512
     case MatmulPath::kF16Rows:
       switch (a.m) {

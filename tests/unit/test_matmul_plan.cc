@@ -30,7 +30,8 @@ MatmulTypeRow q32_avx2_row() {
   return {.type = TensorType::kQ4_0, .family = MatmulFamily::kBlock32, .int8 = true, .int8_gemm = true};
 }
 MatmulTypeRow k_avx2_row() {
-  return {.type = TensorType::kQ4_K, .family = MatmulFamily::kBlockK, .int8 = true, .int8_gemm = true, .int8_prompts = true};
+  return {.type = TensorType::kQ4_K, .family = MatmulFamily::kBlockK, .int8 = true, .int8_gemm = true, .int8_prompts = true,
+          .int8_lanes = true};
 }
 // A level with the fused kernel only.
 MatmulTypeRow q32_fused_only_row() {
@@ -64,7 +65,10 @@ TEST(MatmulPlan, IntegerKernelsByHeightAndLayout) {
   EXPECT_EQ(at(q32_avx2_row(), kNoVnni, 65), MatmulPath::kDecodedGemm);
   EXPECT_EQ(at(q32_avx2_row(), kNoVnni, 512), MatmulPath::kDecodedGemm);
   EXPECT_EQ(at(k_avx2_row(), kNoVnni, 4), MatmulPath::kKFused);
-  for (int64_t m : {5, 64, 65, 512}) EXPECT_EQ(at(k_avx2_row(), kNoVnni, m), MatmulPath::kKGemm);
+  for (int64_t m : {5, 64}) EXPECT_EQ(at(k_avx2_row(), kNoVnni, m), MatmulPath::kKGemm);
+  for (int64_t m : {65, 512}) EXPECT_EQ(at(k_avx2_row(), kNoVnni, m), MatmulPath::kKLanes);  // the prompt kernel
+  EXPECT_TRUE(is_int8_path(MatmulPath::kKLanes));
+  EXPECT_STREQ(matmul_path_name(MatmulPath::kKLanes), "k_lanes");
   EXPECT_FALSE(plan_packs(q32_avx2_row(), kNoVnni, 4096, 4096, true));
   EXPECT_EQ(at(q32_avx2_row(), kNoVnni, 1, false, 4096, false), MatmulPath::kDecodeL1);
   // Without a batch kernel the fused kernel takes every decode height.
@@ -114,7 +118,7 @@ TEST(MatmulPlan, OnednnMatrices) {
 
 // Every row of every level this CPU runs: its type is loadable, its family matches the block
 // size, only AVX-512 levels claim packed or F16-row kernels, the AVX2 levels the block types'
-// fused and batch kernels (prompts on the integer path for the K types), it carries exactly the integer kernels its flags let the plan
+// fused and batch kernels (prompts on the integer path for the K types, by k_lanes), it carries exactly the integer kernels its flags let the plan
 // pick, and its decoder gives the scalar
 // reference decoder's floats bit for bit on random blocks.
 TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
@@ -139,6 +143,9 @@ TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
         EXPECT_EQ(row->int8, level != KernelLevel::kScalar && family != MatmulFamily::kFloat);
         EXPECT_EQ(row->int8_gemm, row->int8);
         EXPECT_EQ(row->int8_prompts, row->int8 && family == MatmulFamily::kBlockK);
+        EXPECT_EQ(row->int8_lanes, row->int8 && family == MatmulFamily::kBlockK);
+      } else {
+        EXPECT_FALSE(row->int8_lanes);
         EXPECT_FALSE(row->int8_needs_avx512_vnni);
       }
       // What the plan may pick, the row has a kernel for, and nothing more (an integer product
@@ -147,6 +154,7 @@ TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
       EXPECT_EQ(row->int8_kernels.fused != nullptr, blocks && row->int8);
       EXPECT_EQ(row->int8_kernels.gemm != nullptr, blocks && row->int8 && row->int8_gemm);
       EXPECT_EQ(row->int8_kernels.packed != nullptr, blocks && row->packs);
+      EXPECT_EQ(row->int8_kernels.lanes != nullptr, blocks && row->int8 && row->int8_lanes);
       EXPECT_EQ(row->int8_kernels.pack != nullptr, blocks && row->packs);
       const int64_t n = 1024;
       std::vector<uint8_t> bytes(static_cast<size_t>(tensor_bytes(row->type, n)));

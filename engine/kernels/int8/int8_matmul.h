@@ -61,6 +61,8 @@ template <class T> void q32_pack(uint8_t* w, int64_t rows, int64_t row_bytes, in
 // (kernels/int8/k_fused.cc on AVX-512, k_fused_vec.cc below it; kernels/int8/k_gemm.cc).
 template <krows::Kind K> void k_fused(const QuantMatmulArgs& a);
 template <krows::Kind K> void k_gemm(const QuantMatmulArgs& a);
+// AVX2 levels: prompt heights, eight weight rows a vector (kernels/int8/k_fused_vec.cc).
+template <krows::Kind K> void k_lanes(const QuantMatmulArgs& a);
 template <krows::Kind K> void k_packed(const QuantMatmulArgs& a);
 template <krows::Kind K> void k_pack(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in);
 

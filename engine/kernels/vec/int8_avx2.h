@@ -62,6 +62,36 @@ inline I signed_dot(I acc, I s, I x) {
 // Bytes less k, modulo 256 (unsigned levels back to signed ones).
 inline I sub8(I a, int k) { return _mm256_sub_epi8(a, _mm256_set1_epi8(static_cast<char>(k))); }
 
+// For int8/k_fused_vec.cc's prompt kernel (AVX2 levels only), whose vectors hold one weight row
+// a 32-bit lane: 4 bytes at p in every lane; int16 lanes a + b; r[0..8) rows of 8 dwords to
+// columns, in place (afterwards r[c] lane i = r[i] lane c before).
+inline I broadcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline I add16(I a, I b) { return _mm256_add_epi16(a, b); }
+inline void transpose8(I* r) {
+  I t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // u[4h + c], 128-bit lane L: column 4L + c of rows 4h..4h+3
+    u[4 * h] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+  }
+}
+inline F fload(const float* p) { return _mm256_loadu_ps(p); }
+inline F fmul(F a, F b) { return _mm256_mul_ps(a, b); }
+inline void fstore(float* p, F a) { _mm256_storeu_ps(p, a); }
+
 // The sum of the int32 lanes (AVX2 levels only: int8/k_fused_vec.cc's batch kernel).
 inline int32_t hsum(I a) {
   const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));

@@ -277,31 +277,32 @@ inline void block_scores_multi(const float* const* qs, const KvT* kb, int n, int
       _mm512_mask_storeu_ps(scs[m] + s0, mask, _mm512_mul_ps(_mm512_add_ps(a[m][0], a[m][1]), vs));
   }
 #elif KVS_ATTN_AVX2
-  // 8 positions at a time, one accumulator a query (four queries and more are chains enough;
-  // fewer take two, over even and odd dimensions); the last < 8 positions query by query.
-  constexpr int kChains = M >= 4 ? 1 : 2;
+  // 8 positions at a time, queries four at a time (their accumulators and the K loads fill the
+  // 16 registers), each over even and odd dimensions as block_scores sums them, so that a
+  // prompt row's scores are a decode row's bits; the last < 8 positions by block_scores itself.
   const __m256 vs = _mm256_set1_ps(scale);
   int s0 = 0;
-  for (; s0 + 8 <= n; s0 += 8) {
-    __m256 a[M][kChains];
-    for (int m = 0; m < M; ++m)
-      for (int c = 0; c < kChains; ++c) a[m][c] = _mm256_setzero_ps();
-    int d = 0;
-    for (; d + kChains <= head_dim; d += kChains)
-      for (int c = 0; c < kChains; ++c) {
-        const __m256 k = load8(kb + static_cast<int64_t>(d + c) * block_size + s0);
-        for (int m = 0; m < M; ++m) a[m][c] = _mm256_fmadd_ps(_mm256_set1_ps(qs[m][d + c]), k, a[m][c]);
+  for (; s0 + 8 <= n; s0 += 8)
+    for (int m0 = 0; m0 < M; m0 += 4) {
+      const int mq = std::min(4, M - m0);
+      __m256 a[4][2];
+      for (int m = 0; m < 4; ++m) a[m][0] = a[m][1] = _mm256_setzero_ps();
+      int d = 0;
+      for (; d + 2 <= head_dim; d += 2) {
+        const KvT* k = kb + static_cast<int64_t>(d) * block_size + s0;
+        const __m256 k0 = load8(k), k1 = load8(k + block_size);
+        for (int m = 0; m < 4; ++m) {
+          if (m >= mq) break;
+          a[m][0] = _mm256_fmadd_ps(_mm256_set1_ps(qs[m0 + m][d]), k0, a[m][0]);
+          a[m][1] = _mm256_fmadd_ps(_mm256_set1_ps(qs[m0 + m][d + 1]), k1, a[m][1]);
+        }
       }
-    for (; d < head_dim; ++d) {
-      const __m256 k = load8(kb + static_cast<int64_t>(d) * block_size + s0);
-      for (int m = 0; m < M; ++m) a[m][0] = _mm256_fmadd_ps(_mm256_set1_ps(qs[m][d]), k, a[m][0]);
+      if (d < head_dim) {
+        const __m256 k0 = load8(kb + static_cast<int64_t>(d) * block_size + s0);
+        for (int m = 0; m < mq; ++m) a[m][0] = _mm256_fmadd_ps(_mm256_set1_ps(qs[m0 + m][d]), k0, a[m][0]);
+      }
+      for (int m = 0; m < mq; ++m) _mm256_storeu_ps(scs[m0 + m] + s0, _mm256_mul_ps(_mm256_add_ps(a[m][0], a[m][1]), vs));
     }
-    for (int m = 0; m < M; ++m) {
-      __m256 sum = a[m][0];
-      if constexpr (kChains == 2) sum = _mm256_add_ps(sum, a[m][kChains - 1]);
-      _mm256_storeu_ps(scs[m] + s0, _mm256_mul_ps(sum, vs));
-    }
-  }
   if (s0 < n)
     for (int m = 0; m < M; ++m) block_scores(qs[m], kb + s0, n - s0, head_dim, block_size, scale, scs[m] + s0);
 #else

@@ -21,7 +21,16 @@ DnnlMatrix::DnnlMatrix(ComputeContext& ctx, const float* w, int64_t n_out, int64
   weights_mem_ = memory(pd.weights_desc(), ctx_->engine, packed_.data());
   dnnl::reorder(plain, weights_mem_).execute(ctx_->stream, plain, weights_mem_);
   ctx_->stream.wait();
-  small_batch_ = !bf16_ && pd.weights_desc() == memory::desc({n_in_, n_out_}, dt::f32, tag::BA16a64b);
+  const memory::desc small_desc({n_in_, n_out_}, dt::f32, tag::BA16a64b);
+  small_batch_ = !bf16_;
+  if (small_batch_ && pd.weights_desc() != small_desc) {
+    // oneDNN's AVX2 GEMM packs in another layout: the small-batch kernel gets its own copy, so that
+    // decode heights take it on every CPU (a row's product the same in any batch, as there).
+    small_packed_ = HugeBuffer(small_desc.get_size());
+    memory small(small_desc, ctx_->engine, small_packed_.data());
+    dnnl::reorder(plain, small).execute(ctx_->stream, plain, small);
+    ctx_->stream.wait();
+  }
   k_padded_ = (n_in_ + 15) / 16 * 16;
 }
 
@@ -61,7 +70,8 @@ void DnnlMatrix::prepare(int64_t max_rows, bool accumulate) {
 void DnnlMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) {
   if (m == 0) return;
   if (uses_small_batch_kernel(m)) {
-    ctx_->kernels->small_batch_matmul(x, m, static_cast<const float*>(packed_.data()), n_out_, n_in_, k_padded_, y, accumulate);
+    const HugeBuffer& panels = small_packed_.size() > 0 ? small_packed_ : packed_;
+    ctx_->kernels->small_batch_matmul(x, m, static_cast<const float*>(panels.data()), n_out_, n_in_, k_padded_, y, accumulate);
     return;
   }
   Cached& c = primitive_for(padded_rows(m), accumulate);

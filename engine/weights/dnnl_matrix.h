@@ -24,7 +24,7 @@ class DnnlMatrix final : public WeightMatrix {
   void forward(const float* x, int64_t m, float* y, bool accumulate = false) override;
   void prepare(int64_t max_rows, bool accumulate) override;
   TensorType held_as() const override { return bf16_ ? TensorType::kBF16 : TensorType::kF32; }
-  int64_t bytes() const override { return static_cast<int64_t>(packed_.size()); }
+  int64_t bytes() const override { return static_cast<int64_t>(packed_.size() + small_packed_.size()); }
 
   // True where batch height m goes through small_batch_matmul rather than oneDNN's matmul:
   // small m, on weights packed in the layout that kernel reads (F32 BA16a64b).
@@ -49,9 +49,10 @@ class DnnlMatrix final : public WeightMatrix {
 
   ComputeContext* ctx_;
   bool bf16_;
-  bool small_batch_ = false;  // the packed layout is the one small_batch_matmul reads
+  bool small_batch_ = false;  // F32: small_batch_matmul takes decode heights (packed_ or small_packed_)
   int64_t k_padded_ = 0;      // n_in rounded up to the layout's block of 16
   HugeBuffer packed_;         // the packed weights (declared before the memory that points into it)
+  HugeBuffer small_packed_;   // the small-batch kernel's layout where oneDNN prefers another (else empty)
   dnnl::memory weights_mem_;  // packed
   std::unordered_map<int64_t, std::unique_ptr<Cached>> cache_;  // key: m * 2 + accumulate
 };

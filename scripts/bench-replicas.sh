@@ -3,9 +3,10 @@
 # kvserve replicas on the ~15M synthetic shape, one compute thread each, a cache that holds
 # about a third of the workload's system prompts): the multi-tenant chat workload
 # (scripts/bench_replicas.py: 12 system prompts of 512 tokens shared by 240 conversations with
-# their own short messages) in round-robin mode and in prefix-affinity mode, same run:
-# throughput, TTFT p50/p90 and prefix-cache hit rate per mode, and the ratios. Then faults under
-# that load in prefix mode: one replica SIGKILLed and restarted, another SIGTERMed.
+# their own short messages) in round-robin mode and in both prefix-affinity modes (placement with
+# a stick table, consistent hashing), same run: throughput, TTFT p50/p90 and prefix-cache hit
+# rate per mode, and the ratios to round robin. Then faults under that load in prefix mode: one
+# replica SIGKILLed and restarted, another SIGTERMed.
 # Writes bench-results/replicas.md. Usage: scripts/bench-replicas.sh [--quick]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +18,7 @@ export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-3000}"
 cmake --build "$build" -j "$(nproc)" --target kvserve kvserve-mkmodel > /dev/null
 . "$root/scripts/bench-common.sh"
 model=$(synthetic_model 288 6 6 768)
-requests=240; [ "$quick" = 1 ] && requests=180
+requests=480; [ "$quick" = 1 ] && requests=240
 server_args=(--set model.num_threads=1 --set cache.block_size=16 --set cache.num_blocks=200
              --set scheduler.max_num_seqs=8 --set server.shutdown_grace_ms=30000)
 base=18100 port=8100
@@ -38,23 +39,25 @@ run_mode() {  # run_mode MODE OUTFILE DRIVER-ARGS...
 }
 run_mode roundrobin "$out/replicas-roundrobin.json" --requests "$requests" --concurrency 6 --prefixes 12 --prefix-len 512
 run_mode prefix "$out/replicas-prefix.json" --requests "$requests" --concurrency 6 --prefixes 12 --prefix-len 512
+run_mode hash "$out/replicas-hash.json" --requests "$requests" --concurrency 6 --prefixes 12 --prefix-len 512
 # Long enough (128-token answers) that the faults at 2, 4 and 7 s fall inside the load.
-run_mode prefix "$out/replicas-faults.json" --requests "$requests" --concurrency 6 --prefixes 12 --prefix-len 512 --output-len 128 \
+run_mode prefix "$out/replicas-faults.json" --requests 240 --concurrency 6 --prefixes 12 --prefix-len 512 --output-len 128 \
   --faults /tmp/kvserve-replicas-prefix --base-port "$base" --server "$build/server/kvserve" --model "$model" \
   --listen "127.0.0.1:{grpc}" --set 'server.http_listen="127.0.0.1:{http}"' --set 'server.metrics_listen=""' \
   --set 'server.log_level="warn"' "${server_args[@]}"
 /usr/bin/python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
-rr, px, f = (json.load(open(f"{out}/replicas-{m}.json")) for m in ("roundrobin", "prefix", "faults"))
+rr, px, hs, f = (json.load(open(f"{out}/replicas-{m}.json")) for m in ("roundrobin", "prefix", "hash", "faults"))
 rows = ["| 3 replicas, 12 shared system prompts | output tok/s | TTFT p50 ms | TTFT p90 ms | prefix-cache hit rate | requests per replica |",
         "|---|---|---|---|---|---|"]
-for name, r in (("round robin", rr), ("prefix affinity", px)):
+for name, r in (("round robin", rr), ("prefix affinity (placement)", px), ("prefix affinity (hashing)", hs)):
     rows.append(f"| {name} | {r['output_tok_s']:.1f} | {r['ttft_p50_ms']:.0f} | {r['ttft_p90_ms']:.0f} | "
                 f"{100 * r['hit_rate']:.0f}% | {' / '.join(str(v) for v in r['by_replica'].values())} |")
-rows.append(f"| affinity / round robin | {px['output_tok_s'] / rr['output_tok_s']:.2f}x | "
-            f"{rr['ttft_p50_ms'] / px['ttft_p50_ms']:.2f}x better | {rr['ttft_p90_ms'] / px['ttft_p90_ms']:.2f}x better | "
-            f"{px['hit_rate'] / max(rr['hit_rate'], 1e-9):.2f}x | |")
+for name, r in (("placement / round robin", px), ("hashing / round robin", hs)):
+    rows.append(f"| {name} | {r['output_tok_s'] / rr['output_tok_s']:.2f}x | "
+                f"{rr['ttft_p50_ms'] / r['ttft_p50_ms']:.2f}x better | {rr['ttft_p90_ms'] / r['ttft_p90_ms']:.2f}x better | "
+                f"{r['hit_rate'] / max(rr['hit_rate'], 1e-9):.2f}x | |")
 text = "\n".join(rows) + "\n\n"
 text += (f"Faults (prefix affinity, {f['requests']} requests of 128 tokens): replica r1 SIGKILLed at 2 s and restarted at 4 s, "
          f"r2 SIGTERMed at 7 s. Completed {f['completed']}; cut by the kill {f['cut_by_kill']} (the client saw "

@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
 # N kvserve replicas on this machine behind HAProxy (Debian's), which health-checks each
 # replica's /ready (unready as soon as it drains) and retries a request that never reached a
-# replica (connection refused, a 503 from a draining one) on another. Two modes:
+# replica (connection refused, a 503 from a draining one) on another. Three modes:
 #   roundrobin  requests in turn
-#   prefix      prefix affinity: consistent hashing on the request body's first bytes (the model
-#               and the prompt's start, where a shared system prompt is), so requests that share
-#               a prefix land on the replica that has it cached, with bounded loads (no replica
-#               past --balance-factor percent of the mean of open requests, 150 by default); a
-#               replica that goes away moves only its own share
+#   prefix      prefix affinity by placement: the key is a digest of the request body's first
+#               --key-bytes bytes (the model and the prompt's start, where a shared system prompt
+#               is); a key's first request goes to the next replica in turn and HAProxy's stick
+#               table sends every later one to the same replica, so keys spread evenly (N keys
+#               on R replicas: N/R each, where a hash gives some replicas twice the share of
+#               others while N is small); a replica that goes away moves only its own keys,
+#               each to the replica its next request is sent to; a restarted or added replica
+#               takes new keys only (a key idle for --stick-expire moves again)
+#   hash        prefix affinity by consistent hashing on the same key, with bounded loads (no
+#               replica past --balance-factor percent of the mean of open requests, 150 by
+#               default): stateless, and it spreads one very hot prefix, but uneven while the
+#               keys are few
 # Runs in the foreground until SIGINT or SIGTERM, then stops everything. Files in --dir:
 # haproxy.cfg, rK.log, rK.pid (K = 0..N-1), and "ready" once the balancer and every replica are up.
 # Usage: scripts/replicas.sh --model PATH [--replicas 3] [--mode prefix] [--port 8100] [--base-port 18100]
-#                            [--key-bytes 512] [--balance-factor 150] [--dir /tmp/kvserve-replicas]
+#                            [--key-bytes 512] [--balance-factor 150] [--stick-expire 30m]
+#                            [--dir /tmp/kvserve-replicas]
 #                            [-- SERVER ARGS...]
 # Replica K serves gRPC on base-port+2K and HTTP on base-port+2K+1 (scripts/bench-replicas.sh
 # restarts one there).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KVSERVE_BUILD_DIR:-$root/build}"
-replicas=3 mode=prefix port=8100 base=18100 key_bytes=512 dir=/tmp/kvserve-replicas model="" balance_factor=150
+replicas=3 mode=prefix port=8100 base=18100 key_bytes=512 dir=/tmp/kvserve-replicas model="" balance_factor=150 stick_expire=30m
 while [ $# -gt 0 ]; do
   case "$1" in
     --replicas) replicas=$2; shift 2 ;;
@@ -27,6 +35,7 @@ while [ $# -gt 0 ]; do
     --base-port) base=$2; shift 2 ;;
     --key-bytes) key_bytes=$2; shift 2 ;;
     --balance-factor) balance_factor=$2; shift 2 ;;
+    --stick-expire) stick_expire=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --) shift; break ;;
@@ -35,13 +44,19 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$model" ] || { echo "replicas.sh: --model is required" >&2; exit 2; }
 case "$mode" in roundrobin) balance="balance roundrobin" ;;
-  prefix) balance="balance hash req.body,bytes(0,$key_bytes)
+  prefix) balance="balance roundrobin
+  # Placement: an unseen key takes the next replica in turn; the table remembers it (20-byte SHA-1
+  # of the key; an entry is ~100 bytes, so 100k keys is ~10 MB). A key whose replica is down is
+  # sent on by redispatch and the entry follows it.
+  stick-table type binary len 20 size 100k expire $stick_expire
+  stick on req.body,bytes(0,$key_bytes),sha1" ;;
+  hash) balance="balance hash req.body,bytes(0,$key_bytes)
   hash-type consistent
   # Bounded loads: a replica takes a key's requests unless it already has balance-factor
   # percent of the mean of open requests, then the next one on the ring does (a few hot
   # prefixes cannot swamp one).
   hash-balance-factor $balance_factor" ;;
-  *) echo "replicas.sh: --mode is roundrobin or prefix" >&2; exit 2 ;;
+  *) echo "replicas.sh: --mode is roundrobin, prefix or hash" >&2; exit 2 ;;
 esac
 command -v haproxy > /dev/null || { echo "replicas.sh: haproxy is not installed (scripts/deps.sh --test)" >&2; exit 2; }
 mkdir -p "$dir"
@@ -68,6 +83,9 @@ global
   maxconn 4096
 defaults
   mode http
+  # Server-sent events are many small writes: send each at once (without it, HAProxy holds small
+  # writes back for more, which added ~40 ms to the time to first token here).
+  option http-no-delay
   timeout connect 1s
   timeout client 300s
   timeout server 300s

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# scripts/replicas.sh in both modes: 2 replicas of stories260K behind HAProxy answer through the
-# balancer (prefix mode: the same prompt start goes to the same replica); after one replica is
-# SIGKILLed every request still succeeds (refused connections retried on the other, the dead
-# one dropped by its health check). Exit 77 (skipped) without haproxy or the model, unless
+# scripts/replicas.sh in its three modes: 2 replicas of stories260K behind HAProxy answer through
+# the balancer (prefix and hash modes: the same prompt start goes to the same replica; prefix
+# mode places 6 prompt starts 3 and 3, and keeps each where it was placed; a replica's keys move
+# to the survivor when it dies); after one replica is SIGKILLed every request still succeeds
+# (refused connections retried on the other, the dead one dropped by its health check). Exit 77 (skipped) without haproxy or the model, unless
 # REQUIRE is 1. Usage: replicas_test.sh SOURCE_DIR BUILD_DIR SHARED_MODELS_DIR REQUIRE(0|1)
 set -euo pipefail
 src="$1" build="$2" models="$3" require="$4"
@@ -39,7 +40,7 @@ start() {  # start MODE: replicas.sh running as $rp with its balancer up, or exi
   done
   exit 1
 }
-for mode in roundrobin prefix; do
+for mode in roundrobin prefix hash; do
   start "$mode"
   seen=""
   for i in $(seq 8); do
@@ -53,6 +54,19 @@ for mode in roundrobin prefix; do
     # The key is the body's first 40 bytes: the model and the prompt's start, the same for all 8.
     [ "$(echo "$seen" | tr ' ' '\n' | sort -u | grep -c r)" = 1 ] || { echo "prefix affinity spread one prefix: $seen"; exit 1; }
   fi
+  if [ "$mode" = prefix ]; then
+    # Six keys (the body's first 40 bytes differ in the prompt's first letters), twice each.
+    placed=""
+    for round in 1 2; do
+      for k in A B C D E F; do
+        r=$(ask "$k$k$k$k$k$k$k$k tale $round")
+        [ "$r" != failed ] || { echo "prefix: key $k failed"; exit 1; }
+        [ "$round" = 1 ] && placed+="$k=$r "
+        [ "$round" = 1 ] || echo "$placed" | grep -q "$k=$r " || { echo "prefix: key $k moved: $placed, then $r"; exit 1; }
+      done
+    done
+    [ "$(echo "$placed" | grep -o '=r0' | wc -l)" = 3 ] || { echo "prefix: six keys not placed 3 and 3: $placed"; exit 1; }
+  fi
   kill -KILL "$(cat "$dir/r1.pid")"
   for i in $(seq 12); do
     r=$(ask "After the kill $i")
@@ -61,4 +75,4 @@ for mode in roundrobin prefix; do
   kill -TERM "$rp"; wait "$rp" 2>/dev/null || true
   rp=""
 done
-echo "replicas: round robin over both, prefix affinity kept one prompt start on one replica; after a SIGKILL every request answered by the survivor"
+echo "replicas: round robin over both; prefix affinity (placement and hashing) kept one prompt start on one replica, placement put six 3 and 3; after a SIGKILL every request answered by the survivor"

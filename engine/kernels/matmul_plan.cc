@@ -38,7 +38,7 @@ MatmulPath plan_matmul(const MatmulTypeRow& row, const MatmulCpu& cpu, const Mat
     const bool k = row.family == MatmulFamily::kBlockK;
     if (c.panels) return k ? MatmulPath::kKPacked : MatmulPath::kQ32Packed;
     if (k && row.int8_lanes && c.m > kSmallBatchRows) return MatmulPath::kKLanes;
-    if (c.m <= kFusedMaxRows || !row.int8_gemm) return k ? MatmulPath::kKFused : MatmulPath::kQ32Fused;
+    if (c.m <= row.fused_rows || !row.int8_gemm) return k ? MatmulPath::kKFused : MatmulPath::kQ32Fused;
     return k ? MatmulPath::kKGemm : MatmulPath::kQ32Gemm;
   }
   if (c.panels) {

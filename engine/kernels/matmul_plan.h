@@ -38,6 +38,9 @@ enum class MatmulPath : uint8_t {
   kOnednn,         // oneDNN's matmul (F32, BF16)
 };
 
+// The activation rows up to which the fused kernels take a product (MatmulTypeRow::fused_rows).
+constexpr int64_t kFusedMaxRows = 4;
+
 // A type's integer kernels at one level (kernels/int8/int8_matmul.h), null where the level has
 // none: quant_matmul runs the one plan_matmul picks, pack_panels the packer.
 struct Int8Kernels {
@@ -59,8 +62,12 @@ struct MatmulTypeRow {
   // This level's fastest exact decoder: src [n / block_size] blocks, dst [n] floats.
   void (*decode)(const void* src, float* dst, int64_t n) = nullptr;
   bool int8 = false;             // integer kernels here
-  bool int8_gemm = false;        // a batch kernel above kFusedMaxRows rows (else the fused kernel up to
+  bool int8_gemm = false;        // a batch kernel above fused_rows rows (else the fused kernel up to
                                  // kSmallBatchRows)
+  int64_t fused_rows = kFusedMaxRows;  // heights up to which the fused kernel takes a product when there
+                                       // is a batch kernel: where the fused kernel's unpacking is dear
+                                       // (MXFP4's table lookup on AVX-512), the batch kernel's, done once
+                                       // for all rows, pays from 3 rows
   bool int8_prompts = false;     // heights above kSmallBatchRows on the integer path too (else decoded
                                  // panels and oneDNN's GEMM, where that measured faster)
   bool int8_lanes = false;       // those heights by the eight-rows-a-vector kernel (kKLanes)
@@ -78,9 +85,6 @@ struct MatmulCpu {
 };
 MatmulCpu detect_matmul_cpu();
 const MatmulCpu& matmul_cpu();  // this CPU's, detected once
-
-// The activation rows up to which the fused kernels take a product.
-constexpr int64_t kFusedMaxRows = 4;
 
 // One product: width, batch height, the rows' layout, and model.int8_activations.
 struct MatmulCase {

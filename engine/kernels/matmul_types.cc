@@ -199,8 +199,9 @@ constexpr bool kVecInt8 = KVSERVE_HAS_VEC_INT8 != 0;
 // take prompts too. On the AVX2 levels the K types' batch kernel takes prompts as fast as
 // oneDNN's GEMM over decoded panels, the 32-value types' one is slower there (docs/performance.md).
 template <class T, bool kPacks = true>
-constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*, int64_t)) {
+constexpr MatmulTypeRow block32(TensorType t, void (*decode)(const void*, float*, int64_t), int64_t fused_rows = kFusedMaxRows) {
   MatmulTypeRow r{.type = t, .family = MatmulFamily::kBlock32, .decode = decode, .int8 = kVecInt8, .int8_gemm = kVecInt8,
+                  .fused_rows = fused_rows,
                   .int8_prompts = kAvx512, .int8_needs_avx512_vnni = kAvx512, .packs = kAvx512 && kPacks};
 #if KVSERVE_HAS_VEC_INT8
   r.int8_kernels.fused = &q32_fused<T>;
@@ -251,7 +252,10 @@ const std::array kRows = {
     block32<int8_types::TypeQ5_1>(TensorType::kQ5_1, quant::decode_q5_1),
     block32<int8_types::TypeIQ4_NL>(TensorType::kIQ4_NL, KVS_FAST(fast_iq4_nl, quant::decode_iq4_nl)),
     // MXFP4 (gpt-oss's experts): the fused kernel and the GEMM, no packed panels (int8/types32.h).
-    block32<int8_types::TypeMXFP4, /*kPacks=*/false>(TensorType::kMXFP4, quant::decode_mxfp4),
+    // On AVX-512 the GEMM from 3 rows: the fused kernel looks each weight's level up again for
+    // every pair of rows, and a 16-sequence MoE step's experts mostly see 3-5 rows
+    // (docs/performance.md).
+    block32<int8_types::TypeMXFP4, /*kPacks=*/false>(TensorType::kMXFP4, quant::decode_mxfp4, kAvx512 ? 2 : kFusedMaxRows),
     block_k<krows::Kind::kQ2K>(TensorType::kQ2_K, KVS_FAST(fast_q2_k, quant::decode_q2_k)),
     block_k<krows::Kind::kQ3K>(TensorType::kQ3_K, KVS_FAST(fast_q3_k, quant::decode_q3_k)),
     block_k<krows::Kind::kQ4K>(TensorType::kQ4_K, KVS_FAST(fast_q4_k, quant::decode_q4_k)),

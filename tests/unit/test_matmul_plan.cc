@@ -73,6 +73,14 @@ TEST(MatmulPlan, IntegerKernelsByHeightAndLayout) {
   EXPECT_EQ(at(q32_avx2_row(), kNoVnni, 1, false, 4096, false), MatmulPath::kDecodeL1);
   // Without a batch kernel the fused kernel takes every decode height.
   for (int64_t m : {1, 4, 5, 64}) EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, m), MatmulPath::kQ32Fused);
+  // A row whose fused kernel gives way earlier (fused_rows).
+  MatmulTypeRow early = q32_row();
+  early.packs = false;
+  early.fused_rows = 2;
+  EXPECT_EQ(at(early, kVnni, 2), MatmulPath::kQ32Fused);
+  for (int64_t m : {3, 4, 64}) EXPECT_EQ(at(early, kVnni, m), MatmulPath::kQ32Gemm);
+  early.int8_gemm = false;
+  EXPECT_EQ(at(early, kVnni, 4), MatmulPath::kQ32Fused);
   EXPECT_EQ(at(q32_fused_only_row(), kNoVnni, 65), MatmulPath::kDecodedGemm);
 }
 
@@ -144,9 +152,13 @@ TEST(MatmulPlan, EachLevelsRowsDecodeAsTheReference) {
         EXPECT_EQ(row->int8_gemm, row->int8);
         EXPECT_EQ(row->int8_prompts, row->int8 && family == MatmulFamily::kBlockK);
         EXPECT_EQ(row->int8_lanes, row->int8 && family == MatmulFamily::kBlockK);
+        EXPECT_FALSE(row->int8_needs_avx512_vnni);
+        EXPECT_EQ(row->fused_rows, kFusedMaxRows);
       } else {
         EXPECT_FALSE(row->int8_lanes);
-        EXPECT_FALSE(row->int8_needs_avx512_vnni);
+        EXPECT_EQ(row->int8_needs_avx512_vnni, row->int8);
+        // MXFP4's batch kernel takes over from 3 rows there (matmul_types.cc).
+        EXPECT_EQ(row->fused_rows, row->type == TensorType::kMXFP4 ? 2 : kFusedMaxRows);
       }
       // What the plan may pick, the row has a kernel for, and nothing more (an integer product
       // of a float type is never planned: plan_int8).

@@ -1,6 +1,7 @@
 // kvserve-bench-quant: the weight-matrix kernels alone, per stored type, against the memory read
-// bandwidth measured in the same run: decode-sized products (1 and 16 rows) over matrices
-// totalling more than the caches, as a decode step streams a model's layers.
+// bandwidth and the int8 multiply-add peak measured in the same run: decode-sized products (1
+// and 16 rows by default; batches as --batch says) over matrices totalling more than the
+// caches, as a decode step streams a model's layers.
 #include <CLI/CLI.hpp>
 #include <omp.h>
 
@@ -49,11 +50,13 @@ int main(int argc, char** argv) {
   const double triad = kvserve::measure_bandwidth();
   const kvserve::ReadBandwidth read = kvserve::measure_read_bandwidth();
   const double bw = read.sustained;
+  const double int8_peak = kvserve::measure_int8_peak();
   std::printf("memory read bandwidth %.1f GB/s sustained (best pass %.1f; triad %.1f; as kvserve-bench-engine); %s "
-              "kernels; matrices %lld x %lld\n",
-              bw / 1e9, read.best / 1e9, triad / 1e9, kvserve::level_name(*level), static_cast<long long>(n_out),
-              static_cast<long long>(n_in));
-  std::printf("%-6s %-6s %5s %10s %10s %8s\n", "type", "path", "rows", "MB/matrix", "GB/s", "% of read");
+              "kernels; int8 peak %.0f GOPS; matrices %lld x %lld\n",
+              bw / 1e9, read.best / 1e9, triad / 1e9, kvserve::level_name(*level), int8_peak / 1e9,
+              static_cast<long long>(n_out), static_cast<long long>(n_in));
+  std::printf("%-6s %-6s %5s %10s %10s %8s %8s %9s\n", "type", "path", "rows", "MB/matrix", "GB/s", "% of read", "GOPS",
+              "% of int8");
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   std::vector<float> w(static_cast<size_t>(n_out * n_in));
@@ -115,8 +118,10 @@ int main(int argc, char** argv) {
         }
         const double bytes = static_cast<double>(mats[0]->bytes()) * count;
         const char* name = t == TensorType::kF32 && !int8 ? "onednn" : path == 2 ? "panels" : int8 ? "int8" : "float";
-        std::printf("%-6s %-6s %5d %10.1f %10.1f %7.0f%%\n", tr.name, name, m, mats[0]->bytes() / 1e6, bytes / best / 1e9,
-                    100.0 * bytes / best / bw);
+        // Multiply-adds counted as two operations, as the peak counts them.
+        const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(n_out * n_in) * count / best;
+        std::printf("%-6s %-6s %5d %10.1f %10.1f %7.0f%% %8.0f %8.0f%%\n", tr.name, name, m, mats[0]->bytes() / 1e6,
+                    bytes / best / 1e9, 100.0 * bytes / best / bw, ops / 1e9, int8_peak > 0 ? 100.0 * ops / int8_peak : 0.0);
       }
     }
   }

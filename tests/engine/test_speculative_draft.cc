@@ -189,25 +189,35 @@ TEST(DraftModelEngine, TheModelAsItsOwnDraftHasNearlyEveryProposalAccepted) {
 }
 
 // A draft of another model with the same vocabulary (tiny-qwen3's random weights) guesses
-// wrong nearly always: adaptive proposing soon pauses for longer and longer, and the output is
-// still the model's own.
+// wrong mostly: adaptive proposing soon pauses for longer and longer, and the output is still
+// the model's own.
 TEST(DraftModelEngine, AdaptiveProposingBacksOffWhenTheDraftGuessesWrong) {
   KVSERVE_REQUIRE_SHARED_FILE(shared_model(kTarget));
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("arch/tiny-qwen3.gguf"));
   Engine off(engine_options("off", "auto"));
   const std::vector<int32_t> prompt = off.tokenizer().encode("Once upon a time", true);
   const auto reference = run_all(off, {greedy_request(prompt, 300)});
-  EngineOptions o = engine_options("draft", "auto", "arch/tiny-qwen3.gguf");
-  o.speculative.adaptive = true;
-  Engine engine(o);
-  EXPECT_EQ(run_all(engine, {greedy_request(prompt, 300)}), reference);
-  engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
-  const EngineStats s = engine.stats();
+  // Tokens proposed with proposing every step, then adaptive. The break-even weighs measured
+  // pass times, so on a loaded machine it proposes more often than on an idle one (up to 46
+  // verifications with both cores busy, 5-20 idle): the bound is a share of the eager run's.
+  auto verifications = [&](bool adaptive) {
+    EngineOptions o = engine_options("draft", "auto", "arch/tiny-qwen3.gguf");
+    o.speculative.adaptive = adaptive;
+    Engine engine(o);
+    EXPECT_EQ(run_all(engine, {greedy_request(prompt, 300)}), reference);
+    engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
+    return engine.stats();
+  };
+  const EngineStats eager = verifications(false);
+  const EngineStats s = verifications(true);
   EXPECT_GT(s.spec_drafts_total, 0);
-  EXPECT_LE(s.spec_drafts_total, 20) << "verifications in 300 steps of a draft that is nearly always wrong";
-  std::printf("%lld verifications, %lld proposed, %lld accepted over 300 tokens\n",
+  EXPECT_LE(s.spec_draft_tokens_total * 2, eager.spec_draft_tokens_total)
+      << "tokens proposed over 300: " << s.spec_draft_tokens_total << " adaptive, " << eager.spec_draft_tokens_total
+      << " proposing every step";
+  std::printf("%lld verifications, %lld proposed, %lld accepted over 300 tokens (proposing every step: %lld, %lld, %lld)\n",
               static_cast<long long>(s.spec_drafts_total), static_cast<long long>(s.spec_draft_tokens_total),
-              static_cast<long long>(s.spec_accepted_tokens_total));
+              static_cast<long long>(s.spec_accepted_tokens_total), static_cast<long long>(eager.spec_drafts_total),
+              static_cast<long long>(eager.spec_draft_tokens_total), static_cast<long long>(eager.spec_accepted_tokens_total));
 }
 
 // Greedy and sampled requests, a third cancelled while they stream, with both proposers: every

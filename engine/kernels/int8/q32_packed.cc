@@ -210,27 +210,41 @@ void product(const QuantMatmulArgs& a) {
   for (int64_t r = 0; r < a.m; ++r)
     x[r] = int8::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
   const Layout32 lay = layout32<T>(a.n_in);
-  // One row over 4 panels at a time, two over 2; more rows 4 at a time over each panel while
-  // it is in cache.
+  // One row over 4 panels at a time, two over 2; more rows 4 at a time over each pair of
+  // panels while they are in cache (a pair loads each activation broadcast once for both).
   if (a.m == 1) return rows_over_panels<T, 1, 4>(a, x, 0, lay);
   if (a.m == 2) return rows_over_panels<T, 2, 2>(a, x, 0, lay);
   const int64_t panel_bytes = kPanel * a.row_bytes;
+  const int64_t panels = a.n_out / kPanel;
 #pragma omp parallel for schedule(static)
-  for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
-    const uint8_t* p = a.w + pi * panel_bytes;
+  for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+    const int64_t pi = 2 * pp;
+    const uint8_t* ps[2] = {a.w + pi * panel_bytes, a.w + std::min(pi + 1, panels - 1) * panel_bytes};
+    const int np = pi + 1 < panels ? 2 : 1;
     for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
-      __m512 out[kTile];
+      __m512 out[2 * kTile];
       const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
-      switch (rows) {
-        case 1: tile<T, 1, 1>(&p, lay, a.n_in, x + r0, out); break;
-        case 2: tile<T, 2, 1>(&p, lay, a.n_in, x + r0, out); break;
-        case 3: tile<T, 3, 1>(&p, lay, a.n_in, x + r0, out); break;
-        default: tile<T, 4, 1>(&p, lay, a.n_in, x + r0, out); break;
+      if (np == 2) {
+        switch (rows) {
+          case 1: tile<T, 1, 2>(ps, lay, a.n_in, x + r0, out); break;
+          case 2: tile<T, 2, 2>(ps, lay, a.n_in, x + r0, out); break;
+          case 3: tile<T, 3, 2>(ps, lay, a.n_in, x + r0, out); break;
+          default: tile<T, 4, 2>(ps, lay, a.n_in, x + r0, out); break;
+        }
+      } else {
+        switch (rows) {
+          case 1: tile<T, 1, 1>(ps, lay, a.n_in, x + r0, out); break;
+          case 2: tile<T, 2, 1>(ps, lay, a.n_in, x + r0, out); break;
+          case 3: tile<T, 3, 1>(ps, lay, a.n_in, x + r0, out); break;
+          default: tile<T, 4, 1>(ps, lay, a.n_in, x + r0, out); break;
+        }
       }
-      for (int64_t r = 0; r < rows; ++r) {
-        float* y = a.y + (r0 + r) * a.ldy + pi * kPanel;
-        _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), out[r]) : out[r]);
-      }
+      for (int q = 0; q < np; ++q)
+        for (int64_t r = 0; r < rows; ++r) {
+          float* y = a.y + (r0 + r) * a.ldy + (pi + q) * kPanel;
+          const __m512 v = out[q * rows + r];
+          _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
+        }
     }
   }
 }

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--reps", reps, "passes over the matrices per figure (the best is kept)")->capture_default_str();
   app.add_option("--kernels", kernels, "kernel set: auto, avx512, avx2_vnni, avx2, scalar")->capture_default_str();
+  bool integer_only = false;
+  app.add_flag("--integer-only", integer_only, "only the integer paths (for profiling them)");
   CLI11_PARSE(app, argc, argv);
   const auto level = kernels == "auto" ? kvserve::best_supported_level() : kvserve::parse_level(kernels);
   if (!level || !kvserve::cpu_supports(*level)) {
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
     for (int path = 0; path < 3; ++path) {
       const bool int8 = path > 0 && t != TensorType::kF16;
       if (path == 1 && !int8) continue;
+      if (integer_only && !int8) continue;
       if (int8 && !kvserve::plan_int8(*ctx.kernels, type, n_in)) continue;
       if (path == 2 && !kvserve::plan_packs(*ctx.kernels, type, n_in, n_out, int8)) continue;
       std::vector<std::unique_ptr<kvserve::WeightMatrix>> mats;

@@ -220,24 +220,56 @@ void tile_rows(Source& src, const QuantMatmulArgs& a, const KRow* x, int64_t blo
   }
 }
 
+// Rows [r0, r0 + kTile) of x times two panels (src[0], src[1]) into y's columns [j0, j0 + 32)
+// (live: which of each panel's 16), each activation broadcast loaded once for both panels.
+template <Kind kKind, class Source>
+void tile_rows2(Source* src, const QuantMatmulArgs& a, const KRow* x, int64_t blocks, int64_t r0, int64_t j0,
+                const __mmask16* live) {
+  __m512 out[2 * kTile];
+  const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
+  switch (rows) {
+    case 1: tile<kKind, 1, 2>(src, x + r0, blocks, out); break;
+    case 2: tile<kKind, 2, 2>(src, x + r0, blocks, out); break;
+    case 3: tile<kKind, 3, 2>(src, x + r0, blocks, out); break;
+    default: tile<kKind, 4, 2>(src, x + r0, blocks, out); break;
+  }
+  for (int q = 0; q < 2; ++q)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* y = a.y + (r0 + r) * a.ldy + j0 + q * kPanel;
+      const __m512 v = out[q * rows + r];
+      _mm512_mask_storeu_ps(y, live[q], a.accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(live[q], y), v) : v);
+    }
+}
+constexpr __mmask16 kFullPanels[2] = {0xFFFF, 0xFFFF};
+
 template <Kind kKind>
 void kgemm(const QuantMatmulArgs& a, const KRow* x) {
   constexpr int kSub = kSubBlocks<kKind>;
   const int64_t panels = (a.n_out + kPanel - 1) / kPanel, blocks = a.n_in / 256;
 #pragma omp parallel
   {
-    thread_local Panel p;
-    p.size_for(a.n_in, kSub);
+    thread_local Panel held[2];
+    for (Panel& p : held) p.size_for(a.n_in, kSub);
+    // Panels two at a time (the last alone where their number is odd).
 #pragma omp for schedule(static)
-    for (int64_t pi = 0; pi < panels; ++pi) {
-      const int64_t j0 = pi * kPanel;
-      const int rows = static_cast<int>(std::min<int64_t>(kPanel, a.n_out - j0));
-      const int next_rows = static_cast<int>(std::clamp<int64_t>(a.n_out - j0 - kPanel, 0, kPanel));
-      unpack_panel<kKind>(a.w + j0 * a.row_bytes, a.row_bytes, rows, blocks,
-                          next_rows > 0 ? a.w + (j0 + kPanel) * a.row_bytes : nullptr, next_rows, p);
-      const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
-      UnpackedSource<kKind> src{p};
-      for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, j0, live);
+    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+      const int64_t j0 = 2 * pp * kPanel;
+      const int np = 2 * pp + 1 < panels ? 2 : 1;
+      __mmask16 live[2];
+      for (int q = 0; q < np; ++q) {
+        const int64_t jq = j0 + q * kPanel;
+        const int rows = static_cast<int>(std::min<int64_t>(kPanel, a.n_out - jq));
+        const int next_rows = static_cast<int>(std::clamp<int64_t>(a.n_out - jq - kPanel, 0, kPanel));
+        unpack_panel<kKind>(a.w + jq * a.row_bytes, a.row_bytes, rows, blocks,
+                            next_rows > 0 ? a.w + (jq + kPanel) * a.row_bytes : nullptr, next_rows, held[q]);
+        live[q] = static_cast<__mmask16>((1u << rows) - 1);
+      }
+      UnpackedSource<kKind> src[2] = {{held[0]}, {held[1]}};
+      for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
+        if (np == 2)
+          tile_rows2<kKind>(src, a, x, blocks, r0, j0, live);
+        else
+          tile_rows<kKind>(src[0], a, x, blocks, r0, j0, live[0]);
     }
   }
 }
@@ -522,11 +554,20 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
   const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes;
   if (a.m == 1) return few_rows<kKind, 1, 4>(a, x, blocks);
   if (a.m == 2) return few_rows<kKind, 2, 2>(a, x, blocks);
+  const int64_t panels = a.n_out / kPanel;
   if (a.m <= 2 * kTile) {
+    // Panels two at a time (the last alone where their number is odd).
 #pragma omp parallel for schedule(static)
-    for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
-      PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
-      for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, pi * kPanel, 0xFFFF);
+    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+      const int64_t pi = 2 * pp;
+      if (pi + 1 < panels) {
+        PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, blocks),
+                                      PackedSource<kKind>(a.w, panel_bytes, pi + 1, blocks)};
+        for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows2<kKind>(src, a, x, blocks, r0, pi * kPanel, kFullPanels);
+      } else {
+        PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
+        for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, pi * kPanel, 0xFFFF);
+      }
     }
     return;
   }
@@ -535,21 +576,30 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
   constexpr int kSub = kSubBlocks<kKind>;
 #pragma omp parallel
   {
-    thread_local Panel p;
-    p.size_for(a.n_in, kSub);
+    thread_local Panel held[2];
+    for (Panel& p : held) p.size_for(a.n_in, kSub);
 #pragma omp for schedule(static)
-    for (int64_t pi = 0; pi < a.n_out / kPanel; ++pi) {
-      PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
-      for (int64_t k = 0; k < blocks; ++k) {
-        src.begin(k);
-        for (int step = 0; step < 64; step += 2) src.levels(k, step, p.w[64 * k + step].v, p.w[64 * k + step + 1].v);
-        for (int j = 0; j < kSub; ++j) p.scale[kSub * k + j].v = src.sc[j];
-        for (int j = 0; j < kSub / 2; ++j) p.pair[kSub / 2 * k + j].v = src.pr[j];
-        p.d[k].v = src.d_;
-        if constexpr (offset_bits(kKind) == 0) p.dmin[k].v = src.dmin_;
+    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+      const int64_t pi = 2 * pp;
+      const int np = pi + 1 < panels ? 2 : 1;
+      for (int q = 0; q < np; ++q) {
+        Panel& p = held[q];
+        PackedSource<kKind> src(a.w, panel_bytes, pi + q, blocks);
+        for (int64_t k = 0; k < blocks; ++k) {
+          src.begin(k);
+          for (int step = 0; step < 64; step += 2) src.levels(k, step, p.w[64 * k + step].v, p.w[64 * k + step + 1].v);
+          for (int j = 0; j < kSub; ++j) p.scale[kSub * k + j].v = src.sc[j];
+          for (int j = 0; j < kSub / 2; ++j) p.pair[kSub / 2 * k + j].v = src.pr[j];
+          p.d[k].v = src.d_;
+          if constexpr (offset_bits(kKind) == 0) p.dmin[k].v = src.dmin_;
+        }
       }
-      UnpackedSource<kKind> unpacked{p};
-      for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(unpacked, a, x, blocks, r0, pi * kPanel, 0xFFFF);
+      UnpackedSource<kKind> unpacked[2] = {{held[0]}, {held[1]}};
+      for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
+        if (np == 2)
+          tile_rows2<kKind>(unpacked, a, x, blocks, r0, pi * kPanel, kFullPanels);
+        else
+          tile_rows<kKind>(unpacked[0], a, x, blocks, r0, pi * kPanel, 0xFFFF);
     }
   }
 }

@@ -202,43 +202,29 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
     for (int r = 0; r < R; ++r) out[p * R + r] = acc[p][r];
 }
 
-// Rows [r0, r0 + kTile) of x times a panel into y's columns [j0, j0 + 16) (live: which of them).
-template <Kind kKind, class Source>
-void tile_rows(Source& src, const QuantMatmulArgs& a, const KRow* x, int64_t blocks, int64_t r0, int64_t j0, __mmask16 live) {
-  __m512 out[kTile];
-  const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
-  switch (rows) {
-    case 1: tile<kKind, 1, 1>(&src, x + r0, blocks, out); break;
-    case 2: tile<kKind, 2, 1>(&src, x + r0, blocks, out); break;
-    case 3: tile<kKind, 3, 1>(&src, x + r0, blocks, out); break;
-    default: tile<kKind, 4, 1>(&src, x + r0, blocks, out); break;
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    float* y = a.y + (r0 + r) * a.ldy + j0;
-    const __m512 v = a.accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(live, y), out[r]) : out[r];
-    _mm512_mask_storeu_ps(y, live, v);
-  }
-}
-
-// Rows [r0, r0 + kTile) of x times two panels (src[0], src[1]) into y's columns [j0, j0 + 32)
-// (live: which of each panel's 16), each activation broadcast loaded once for both panels.
-template <Kind kKind, class Source>
-void tile_rows2(Source* src, const QuantMatmulArgs& a, const KRow* x, int64_t blocks, int64_t r0, int64_t j0,
+// Rows [r0, r0 + kTile) of x times P panels (src[0..P)) into y's columns [j0, j0 + 16 P) (live:
+// which of each panel's 16); two panels load each activation broadcast once for both.
+template <Kind kKind, int P, class Source>
+void panel_rows(Source* src, const QuantMatmulArgs& a, const KRow* x, int64_t blocks, int64_t r0, int64_t j0,
                 const __mmask16* live) {
-  __m512 out[2 * kTile];
+  __m512 out[P * kTile];
   const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
   switch (rows) {
-    case 1: tile<kKind, 1, 2>(src, x + r0, blocks, out); break;
-    case 2: tile<kKind, 2, 2>(src, x + r0, blocks, out); break;
-    case 3: tile<kKind, 3, 2>(src, x + r0, blocks, out); break;
-    default: tile<kKind, 4, 2>(src, x + r0, blocks, out); break;
+    case 1: tile<kKind, 1, P>(src, x + r0, blocks, out); break;
+    case 2: tile<kKind, 2, P>(src, x + r0, blocks, out); break;
+    case 3: tile<kKind, 3, P>(src, x + r0, blocks, out); break;
+    default: tile<kKind, 4, P>(src, x + r0, blocks, out); break;
   }
-  for (int q = 0; q < 2; ++q)
+  for (int q = 0; q < P; ++q)
     for (int64_t r = 0; r < rows; ++r) {
       float* y = a.y + (r0 + r) * a.ldy + j0 + q * kPanel;
       const __m512 v = out[q * rows + r];
       _mm512_mask_storeu_ps(y, live[q], a.accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(live[q], y), v) : v);
     }
+}
+template <Kind kKind, class Source>
+void tile_rows(Source& src, const QuantMatmulArgs& a, const KRow* x, int64_t blocks, int64_t r0, int64_t j0, __mmask16 live) {
+  panel_rows<kKind, 1>(&src, a, x, blocks, r0, j0, &live);
 }
 constexpr __mmask16 kFullPanels[2] = {0xFFFF, 0xFFFF};
 
@@ -267,7 +253,7 @@ void kgemm(const QuantMatmulArgs& a, const KRow* x) {
       UnpackedSource<kKind> src[2] = {{held[0]}, {held[1]}};
       for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
         if (np == 2)
-          tile_rows2<kKind>(src, a, x, blocks, r0, j0, live);
+          panel_rows<kKind, 2>(src, a, x, blocks, r0, j0, live);
         else
           tile_rows<kKind>(src[0], a, x, blocks, r0, j0, live[0]);
     }
@@ -563,7 +549,7 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
       if (pi + 1 < panels) {
         PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, blocks),
                                       PackedSource<kKind>(a.w, panel_bytes, pi + 1, blocks)};
-        for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows2<kKind>(src, a, x, blocks, r0, pi * kPanel, kFullPanels);
+        for (int64_t r0 = 0; r0 < a.m; r0 += kTile) panel_rows<kKind, 2>(src, a, x, blocks, r0, pi * kPanel, kFullPanels);
       } else {
         PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
         for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, pi * kPanel, 0xFFFF);
@@ -597,7 +583,7 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
       UnpackedSource<kKind> unpacked[2] = {{held[0]}, {held[1]}};
       for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
         if (np == 2)
-          tile_rows2<kKind>(unpacked, a, x, blocks, r0, pi * kPanel, kFullPanels);
+          panel_rows<kKind, 2>(unpacked, a, x, blocks, r0, pi * kPanel, kFullPanels);
         else
           tile_rows<kKind>(unpacked[0], a, x, blocks, r0, pi * kPanel, 0xFFFF);
     }

@@ -202,6 +202,17 @@ void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, cons
   });
 }
 
+// tile() at a height of `rows` (1..kTile) activation rows.
+template <class T, int P>
+void row_tiles(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row32* x, int64_t rows, __m512* out) {
+  switch (rows) {
+    case 1: tile<T, 1, P>(ps, lay, n_in, x, out); break;
+    case 2: tile<T, 2, P>(ps, lay, n_in, x, out); break;
+    case 3: tile<T, 3, P>(ps, lay, n_in, x, out); break;
+    default: tile<T, 4, P>(ps, lay, n_in, x, out); break;
+  }
+}
+
 template <class T>
 void product(const QuantMatmulArgs& a) {
   Row32 x[kSmallBatchRows];
@@ -224,21 +235,10 @@ void product(const QuantMatmulArgs& a) {
     for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
       __m512 out[2 * kTile];
       const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
-      if (np == 2) {
-        switch (rows) {
-          case 1: tile<T, 1, 2>(ps, lay, a.n_in, x + r0, out); break;
-          case 2: tile<T, 2, 2>(ps, lay, a.n_in, x + r0, out); break;
-          case 3: tile<T, 3, 2>(ps, lay, a.n_in, x + r0, out); break;
-          default: tile<T, 4, 2>(ps, lay, a.n_in, x + r0, out); break;
-        }
-      } else {
-        switch (rows) {
-          case 1: tile<T, 1, 1>(ps, lay, a.n_in, x + r0, out); break;
-          case 2: tile<T, 2, 1>(ps, lay, a.n_in, x + r0, out); break;
-          case 3: tile<T, 3, 1>(ps, lay, a.n_in, x + r0, out); break;
-          default: tile<T, 4, 1>(ps, lay, a.n_in, x + r0, out); break;
-        }
-      }
+      if (np == 2)
+        row_tiles<T, 2>(ps, lay, a.n_in, x + r0, rows, out);
+      else
+        row_tiles<T, 1>(ps, lay, a.n_in, x + r0, rows, out);
       for (int q = 0; q < np; ++q)
         for (int64_t r = 0; r < rows; ++r) {
           float* y = a.y + (r0 + r) * a.ldy + (pi + q) * kPanel;

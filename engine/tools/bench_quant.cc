@@ -34,7 +34,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> type_names;
   app.add_option("--rows", n_out, "outputs of each matrix")->capture_default_str();
   app.add_option("--cols", n_in, "inputs of each matrix (a multiple of 256)")->capture_default_str();
-  app.add_option("--total-mib", total_mib, "F32-equivalent MiB of matrices cycled through")->capture_default_str();
+  app.add_option("--total-mib", total_mib,
+                 "MiB of matrices, as stored, cycled through (several times the last-level cache: a product's bytes "
+                 "come from memory, as a decode step's do)")
+      ->capture_default_str();
   app.add_option("--batch", rows_list, "activation rows per product")->delimiter(',');
   app.add_option("--types", type_names, "tensor types to run (default: F32 F16 Q8_0 Q6_K Q5_K Q4_K Q4_0 Q3_K Q2_K)")
       ->delimiter(',');
@@ -82,7 +85,9 @@ int main(int argc, char** argv) {
   for (TensorType t : types) {
     const auto& tr = kvserve::tensor_type(t);
     const int64_t row_bytes = kvserve::tensor_bytes(t, n_in);
-    const int count = std::max<int>(2, static_cast<int>(int64_t{total_mib} * 1048576 / (n_out * n_in * 4)));
+    // Counted in stored bytes: counted as F32, 4-bit matrices totalled a few tens of MiB, which a
+    // large last-level cache holds, and their figures were the cache's.
+    const int count = std::max<int>(2, static_cast<int>(int64_t{total_mib} * 1048576 / (row_bytes * n_out)));
     const auto type = static_cast<uint32_t>(t);
     std::vector<uint8_t> encoded(static_cast<size_t>(row_bytes * n_out));
     tr.from_float(w.data(), encoded.data(), n_out * n_in);

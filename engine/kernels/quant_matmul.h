@@ -31,7 +31,15 @@ struct QuantMatmulArgs {
   // w holds packed panels (pack_panels): the integer path's layout (int8_activations then set),
   // or F16's (kernels/f16_panels.cc).
   bool panels = false;
+  // Bytes the caller reads next (another matrix's first, kNextReadBytes at most), requested
+  // into L2 while this product's last bytes are read, so that the next product does not begin
+  // by waiting for memory. Null for none; a hint, read by the few-row panel kernels.
+  const uint8_t* then = nullptr;
+  int64_t then_bytes = 0;
 };
+// At most this many bytes of the next read are requested ahead (QuantMatmulArgs::then): about
+// a one-row group of panels (kernels/int8/panel_avx512.h's claim_groups).
+constexpr int64_t kNextReadBytes = int64_t{64} << 10;
 
 }  // namespace kvserve
 

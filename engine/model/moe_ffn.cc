@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "model/activations.h"
@@ -48,11 +49,12 @@ void MoeFfn::forward(const float* h, int64_t T, float* x) {
   }
 }
 
-void MoeFfn::run_expert(int64_t e, const float* xe, int64_t n, float* gu, float* act, float* ye, uint8_t* scratch) {
+void MoeFfn::run_expert(int64_t e, const float* xe, int64_t n, float* gu, float* act, float* ye, uint8_t* scratch,
+                        int64_t next) {
   const int64_t D = n_embd_, F = n_ff_;
   const Expert& ex = w_.experts[e];
   if (scratch)
-    ex.gate_up->forward_private(xe, n, gu, scratch);
+    ex.gate_up->forward_private(xe, n, gu, scratch, ex.down->first_read());
   else
     ex.gate_up->forward(xe, n, gu);
   if (!w_.gate_up_bias.empty()) k_.add_bias(gu, n, 2 * F, w_.gate_up_bias.data() + e * 2 * F, 2 * F);
@@ -61,7 +63,7 @@ void MoeFfn::run_expert(int64_t e, const float* xe, int64_t n, float* gu, float*
   else
     k_.silu_mul(gu, n, F, act);
   if (scratch)
-    ex.down->forward_private(act, n, ye, scratch);
+    ex.down->forward_private(act, n, ye, scratch, next >= 0 ? w_.experts[next].gate_up->first_read() : ByteSpan{});
   else
     ex.down->forward(act, n, ye);
   if (!w_.down_bias.empty()) k_.add_bias(ye, n, D, w_.down_bias.data() + e * D, D);
@@ -106,12 +108,20 @@ bool MoeFfn::forward_experts_in_parallel(const float* h, int64_t T, float* x) {
   for (int64_t r = 0; r < P; ++r) std::memcpy(xe_.data() + r * D, h + (order_[r] / K) * D, D * sizeof(float));
   const auto n_used = static_cast<int64_t>(used_.size());
   // One expert a work item, its matrices on one thread: a step's many small products would
-  // otherwise each meet the whole team at a barrier. Each item writes only its own rows.
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t i = 0; i < n_used; ++i) {
-    const int64_t e = used_[i], r0 = start_[e], n = start_[e + 1] - r0;
+  // otherwise each meet the whole team at a barrier. Each item writes only its own rows. Items
+  // are claimed one ahead (as claim_groups does), so that each expert's last product can ask
+  // for the first bytes of the thread's next one.
+  std::atomic<int64_t> claims{0};
+#pragma omp parallel
+  {
     uint8_t* s = thread_scratch_.data() + per_thread * static_cast<size_t>(omp_get_thread_num());
-    run_expert(e, xe_.data() + r0 * D, n, gu_.data() + r0 * 2 * F, act_.data() + r0 * F, ye_.data() + r0 * D, s);
+    for (int64_t i = claims.fetch_add(1, std::memory_order_relaxed); i < n_used;) {
+      const int64_t next = claims.fetch_add(1, std::memory_order_relaxed);
+      const int64_t e = used_[i], r0 = start_[e], n = start_[e + 1] - r0;
+      run_expert(e, xe_.data() + r0 * D, n, gu_.data() + r0 * 2 * F, act_.data() + r0 * F, ye_.data() + r0 * D, s,
+                 next < n_used ? used_[next] : -1);
+      i = next;
+    }
   }
   // Added in expert order, as the sequential path adds them: the same sums whatever the path.
   add_weighted(order_.data(), P, ye_.data(), x);

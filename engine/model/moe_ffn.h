@@ -52,7 +52,9 @@ class MoeFfn {
   bool forward_experts_in_parallel(const float* h, int64_t T, float* x);
   // Expert e on n gathered rows xe ([n, n_embd]) into ye ([n, n_embd]); gu, act: its scratch.
   // scratch: a private activation scratch (forward_private), or null (the shared one).
-  void run_expert(int64_t e, const float* xe, int64_t n, float* gu, float* act, float* ye, uint8_t* scratch);
+  // next: the expert this thread runs after e (its first bytes are requested meanwhile), or -1.
+  void run_expert(int64_t e, const float* xe, int64_t n, float* gu, float* act, float* ye, uint8_t* scratch,
+                  int64_t next = -1);
   // x[token of pair] += weight of pair · ye row, for the n (token, slot) pairs listed.
   void add_weighted(const int32_t* pairs, int64_t n, const float* ye, float* x) const;
 

@@ -29,6 +29,9 @@ std::vector<HeldRows> merge_adjacent(std::vector<HeldRows> parts) {
   }
   return out;
 }
+
+// What a product of part p reads first.
+ByteSpan part_start(const HeldRows& p) { return {p.data, std::min(p.rows * p.row_bytes, kNextReadBytes)}; }
 }  // namespace
 
 QuantMatrix::QuantMatrix(ComputeContext& ctx, std::vector<Part> parts, int64_t n_in, bool int8_activations)
@@ -105,22 +108,29 @@ int64_t QuantMatrix::private_scratch_bytes(int64_t m) const {
   return int8_activations_ ? int8_scratch_bytes(m, n_in_) : 0;
 }
 
-void QuantMatrix::forward_private(const float* x, int64_t m, float* y, uint8_t* scratch) {
+void QuantMatrix::forward_private(const float* x, int64_t m, float* y, uint8_t* scratch, ByteSpan then) {
   int64_t col = 0;
-  for (const Part& p : parts_) {
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    const Part& p = parts_[i];
+    // Each part's product requests the next part's first bytes, the last the caller's.
+    const ByteSpan next = i + 1 < parts_.size() ? part_start(parts_[i + 1]) : then;
     ctx_->kernels->quant_matmul(QuantMatmulArgs{.type = static_cast<uint32_t>(p.type), .w = p.data,
                                                 .row_bytes = p.row_bytes, .n_out = p.rows, .n_in = n_in_, .x = x,
                                                 .m = m, .y = y + col, .ldy = n_out_, .accumulate = false,
                                                 .int8_activations = int8_activations_, .scratch = scratch,
-                                                .panels = p.panels});
+                                                .panels = p.panels, .then = next.data, .then_bytes = next.bytes});
     col += p.rows;
   }
 }
 
+ByteSpan QuantMatrix::first_read() const { return part_start(parts_.front()); }
+
 void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) {
   if (m == 0) return;
   int64_t col = 0;
-  for (const Part& p : parts_) {
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    const Part& p = parts_[i];
+    const ByteSpan next = i + 1 < parts_.size() ? part_start(parts_[i + 1]) : ByteSpan{};
     // The kernels, or, for prompt heights off the integer path, decoded panels and oneDNN's GEMM.
     if (path(p, m) != MatmulPath::kDecodedGemm) {
       if (int8_activations_) prepare(m, accumulate);
@@ -129,7 +139,8 @@ void QuantMatrix::forward(const float* x, int64_t m, float* y, bool accumulate) 
                                                   .m = m, .y = y + col, .ldy = n_out_, .accumulate = accumulate,
                                                   .int8_activations = int8_activations_,
                                                   .scratch = ctx_->activation_scratch.data(),
-                                                  .panels = p.panels});
+                                                  .panels = p.panels, .then = next.data,
+                                                  .then_bytes = next.bytes});
     } else {
       prepare(m, accumulate);
       const int64_t panel = panel_rows();

@@ -25,7 +25,8 @@ class QuantMatrix final : public WeightMatrix {
   void forward(const float* x, int64_t m, float* y, bool accumulate = false) override;
   void prepare(int64_t max_rows, bool accumulate) override;
   int64_t private_scratch_bytes(int64_t m) const override;
-  void forward_private(const float* x, int64_t m, float* y, uint8_t* scratch) override;
+  void forward_private(const float* x, int64_t m, float* y, uint8_t* scratch, ByteSpan then = {}) override;
+  ByteSpan first_read() const override;
   TensorType held_as() const override;  // the type of most of the bytes
   int64_t bytes() const override;
   int64_t panel_bytes() const override;

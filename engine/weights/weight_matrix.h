@@ -30,6 +30,12 @@ struct WeightPolicy {
   bool repack = true;
 };
 
+// Bytes of weights in memory: what a product reads first (WeightMatrix::first_read).
+struct ByteSpan {
+  const uint8_t* data = nullptr;
+  int64_t bytes = 0;
+};
+
 class WeightMatrix {
  public:
   virtual ~WeightMatrix() = default;
@@ -46,8 +52,14 @@ class WeightMatrix {
   // with other calls; -1 where this matrix cannot (then forward alone is used).
   virtual int64_t private_scratch_bytes(int64_t /*m*/) const { return -1; }
   // y = x·Wᵀ for m rows (at most kSmallBatchRows: no padded rows) with `scratch` of
-  // private_scratch_bytes(m) bytes; safe beside other such calls on other matrices.
-  virtual void forward_private(const float* x, int64_t m, float* y, uint8_t* /*scratch*/) { forward(x, m, y); }
+  // private_scratch_bytes(m) bytes; safe beside other such calls on other matrices. then: what
+  // the caller reads next (another matrix's first_read()), requested into cache while this
+  // product's last bytes are read; a hint.
+  virtual void forward_private(const float* x, int64_t m, float* y, uint8_t* /*scratch*/, ByteSpan /*then*/ = {}) {
+    forward(x, m, y);
+  }
+  // The bytes a product begins by reading, for forward_private's `then` (empty: not known).
+  virtual ByteSpan first_read() const { return {}; }
   virtual TensorType held_as() const = 0;  // the type the weights are held and multiplied in
   virtual int64_t bytes() const = 0;       // bytes of weights one forward streams
   virtual int64_t panel_bytes() const { return 0; }  // of those, held as packed panels

@@ -503,36 +503,51 @@ struct PackedSource {
   __m512 dmin(int64_t) const { return dmin_; }
 };
 
-// One or two activation rows over P panels at a time (4 or 2: one stream each), each group's
-// bytes requested while the one before it runs (claim_groups); each part requests lines ahead
-// only where nothing requested the group before.
+// Tile of `rows` (1..R) activation rows times P panels, dispatched to a fixed height.
+template <Kind kKind, int R, int P>
+void tile_of(int rows, PackedSource<kKind>* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t* next,
+             int64_t next_bytes) {
+  if constexpr (R > 1)
+    if (rows < R) return tile_of<kKind, R - 1, P>(rows, src, x, blocks, out, next, next_bytes);
+  tile<kKind, R, P>(src, x, blocks, out, next, next_bytes);
+}
+
+// A few activation rows (R at a time) over P panels at a time (R = 1: 4 panels, one stream
+// each; more rows: 2), each group's bytes requested while the one before it runs
+// (claim_groups); each part requests lines ahead only where nothing requested the group
+// before. A group's later row tiles find its bytes in cache and request nothing.
 template <Kind kKind, int R, int P>
 void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks) {
   const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
   claim_groups(a.w, panels * panel_bytes, P * panel_bytes,
                [&](int64_t g, const uint8_t* next_w, int64_t next_bytes, bool ahead) {
     const int64_t p0 = g * P;
-    __m512 out[P * R];
-    if (p0 + P <= panels) {
-      PackedSource<kKind> src[P];
-      for (int p = 0; p < P; ++p) {
-        src[p] = PackedSource<kKind>(a.w, panel_bytes, p0 + p, blocks);
-        src[p].ahead = ahead;
+    for (int64_t r0 = 0; r0 < a.m; r0 += R) {
+      const int rows = static_cast<int>(std::min<int64_t>(R, a.m - r0));
+      const bool first = r0 == 0;
+      __m512 out[P * R];
+      if (p0 + P <= panels) {
+        PackedSource<kKind> src[P];
+        for (int p = 0; p < P; ++p) {
+          src[p] = PackedSource<kKind>(a.w, panel_bytes, p0 + p, blocks);
+          src[p].ahead = ahead && first;
+        }
+        tile_of<kKind, R, P>(rows, src, x + r0, blocks, out, first ? next_w : nullptr, first ? next_bytes : 0);
+      } else {
+        for (int64_t p = p0; p < panels; ++p) {
+          PackedSource<kKind> src(a.w, panel_bytes, p, blocks);
+          src.ahead = first;
+          tile_of<kKind, R, 1>(rows, &src, x + r0, blocks, out + (p - p0) * rows, nullptr, 0);
+        }
       }
-      tile<kKind, R, P>(src, x, blocks, out, next_w, next_bytes);
-    } else {
-      for (int64_t p = p0; p < panels; ++p) {
-        PackedSource<kKind> src(a.w, panel_bytes, p, blocks);
-        tile<kKind, R, 1>(&src, x, blocks, out + (p - p0) * R);
-      }
+      for (int64_t p = p0; p < std::min(panels, p0 + P); ++p)
+        for (int r = 0; r < rows; ++r) {
+          float* y = a.y + (r0 + r) * a.ldy + p * kPanel;
+          const __m512 v = out[(p - p0) * rows + r];
+          _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
+        }
     }
-    for (int64_t p = p0; p < std::min(panels, p0 + P); ++p)
-      for (int r = 0; r < R; ++r) {
-        float* y = a.y + r * a.ldy + p * kPanel;
-        const __m512 v = out[(p - p0) * R + r];
-        _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
-      }
-  });
+  }, a.then, std::min(a.then_bytes, kNextReadBytes));
 }
 
 template <Kind kKind>
@@ -540,23 +555,8 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
   const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes;
   if (a.m == 1) return few_rows<kKind, 1, 4>(a, x, blocks);
   if (a.m == 2) return few_rows<kKind, 2, 2>(a, x, blocks);
+  if (a.m <= 2 * kTile) return few_rows<kKind, kTile, 2>(a, x, blocks);
   const int64_t panels = a.n_out / kPanel;
-  if (a.m <= 2 * kTile) {
-    // Panels two at a time (the last alone where their number is odd).
-#pragma omp parallel for schedule(static)
-    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
-      const int64_t pi = 2 * pp;
-      if (pi + 1 < panels) {
-        PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, blocks),
-                                      PackedSource<kKind>(a.w, panel_bytes, pi + 1, blocks)};
-        for (int64_t r0 = 0; r0 < a.m; r0 += kTile) panel_rows<kKind, 2>(src, a, x, blocks, r0, pi * kPanel, kFullPanels);
-      } else {
-        PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
-        for (int64_t r0 = 0; r0 < a.m; r0 += kTile) tile_rows<kKind>(src, a, x, blocks, r0, pi * kPanel, 0xFFFF);
-      }
-    }
-    return;
-  }
   // More rows: each panel's levels and scales expanded once into the thread's buffers, then
   // every row tile reads them there (as the file-layout GEMM does).
   constexpr int kSub = kSubBlocks<kKind>;

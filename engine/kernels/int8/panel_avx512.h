@@ -49,10 +49,13 @@ class LineRequests {
 // and where groups are larger than kGroupRequestMax (two of them would crowd L2); ahead: the
 // group's own bytes were not requested before it, so its streams request lines ahead. Handed
 // out dynamically, because on a shared machine one core often runs slower and a static split
-// waits for it at every product.
+// waits for it at every product. then (then_bytes, null for none): what the caller reads after
+// this product (QuantMatmulArgs::then), requested by the thread whose claim first runs past the
+// last group.
 constexpr int64_t kGroupRequestMax = int64_t{256} << 10;
 template <class Work>
-inline void claim_groups(const uint8_t* w, int64_t bytes, int64_t group_bytes, Work&& work) {
+inline void claim_groups(const uint8_t* w, int64_t bytes, int64_t group_bytes, Work&& work,
+                         const uint8_t* then = nullptr, int64_t then_bytes = 0) {
   const int64_t groups = (bytes + group_bytes - 1) / group_bytes;
   const bool request = group_bytes <= kGroupRequestMax;
   std::atomic<int64_t> claims{0};
@@ -61,9 +64,16 @@ inline void claim_groups(const uint8_t* w, int64_t bytes, int64_t group_bytes, W
     bool first = true;
     for (int64_t g = claims.fetch_add(1, std::memory_order_relaxed); g < groups; first = false) {
       const int64_t next = claims.fetch_add(1, std::memory_order_relaxed);
-      const bool ask = request && next < groups;
-      work(g, ask ? w + next * group_bytes : nullptr, ask ? std::min(group_bytes, bytes - next * group_bytes) : 0,
-           first || !request);
+      const uint8_t* ask = nullptr;
+      int64_t ask_bytes = 0;
+      if (request && next < groups) {
+        ask = w + next * group_bytes;
+        ask_bytes = std::min(group_bytes, bytes - next * group_bytes);
+      } else if (next == groups && then) {
+        ask = then;
+        ask_bytes = then_bytes;
+      }
+      work(g, ask, ask_bytes, first || !request);
       g = next;
     }
   }

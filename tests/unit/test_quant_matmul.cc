@@ -3,6 +3,7 @@
 // decoder, multiplied in double. Every stored type, stacked parts of mixed types, every batch
 // height class, with and without accumulation, on every kernel level this CPU runs.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <bit>
 #include <cmath>
@@ -95,6 +96,15 @@ TEST_P(HeldMatrix, IntegerPathMatchesTheDefinitionOnRoundedActivations) {
 // the loader holds them: the same definition on the rounded activations.
 TEST_P(HeldMatrix, PackedPanelsMatchTheDefinitionOnRoundedActivations) {
   check(std::get<0>(GetParam()), std::get<1>(GetParam()), true, true);
+}
+
+// The same on one thread, where a product takes the kernels a mixture's experts take (each
+// expert's products on a thread of its own: claimed groups at more heights).
+TEST_P(HeldMatrix, PackedPanelsOnOneThreadMatchTheDefinition) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  check(std::get<0>(GetParam()), std::get<1>(GetParam()), true, true);
+  omp_set_num_threads(threads);
 }
 
 void check(const Case& c, KernelLevel level, bool int8, bool packed, int64_t unpacked_rows) {

@@ -11,6 +11,8 @@
 
 #include "kernels/intrinsics.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -204,16 +206,17 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
 
 // Rows [r0, r0 + kTile) of x times P panels (src[0..P)) into y's columns [j0, j0 + 16 P) (live:
 // which of each panel's 16); two panels load each activation broadcast once for both.
+// next (next_bytes): requested into L2 meanwhile, as tile() does.
 template <Kind kKind, int P, class Source>
 void panel_rows(Source* src, const QuantMatmulArgs& a, const KRow* x, int64_t blocks, int64_t r0, int64_t j0,
-                const __mmask16* live) {
+                const __mmask16* live, const uint8_t* next = nullptr, int64_t next_bytes = 0) {
   __m512 out[P * kTile];
   const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
   switch (rows) {
-    case 1: tile<kKind, 1, P>(src, x + r0, blocks, out); break;
-    case 2: tile<kKind, 2, P>(src, x + r0, blocks, out); break;
-    case 3: tile<kKind, 3, P>(src, x + r0, blocks, out); break;
-    default: tile<kKind, 4, P>(src, x + r0, blocks, out); break;
+    case 1: tile<kKind, 1, P>(src, x + r0, blocks, out, next, next_bytes); break;
+    case 2: tile<kKind, 2, P>(src, x + r0, blocks, out, next, next_bytes); break;
+    case 3: tile<kKind, 3, P>(src, x + r0, blocks, out, next, next_bytes); break;
+    default: tile<kKind, 4, P>(src, x + r0, blocks, out, next, next_bytes); break;
   }
   for (int q = 0; q < P; ++q)
     for (int64_t r = 0; r < rows; ++r) {
@@ -555,8 +558,34 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
   const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes;
   if (a.m == 1) return few_rows<kKind, 1, 4>(a, x, blocks);
   if (a.m == 2) return few_rows<kKind, 2, 2>(a, x, blocks);
-  if (a.m <= 2 * kTile) return few_rows<kKind, kTile, 2>(a, x, blocks);
+  // A product on one thread (a mixture's experts, each on its own): claimed groups, each
+  // group's bytes requested while the one before runs (measured faster there); on a team, each
+  // thread's own run of panels (one stream per thread: measured faster than interleaved groups).
+  if (a.m <= 2 * kTile && (omp_get_max_threads() == 1 || omp_in_parallel())) return few_rows<kKind, kTile, 2>(a, x, blocks);
   const int64_t panels = a.n_out / kPanel;
+  if (a.m <= 2 * kTile) {
+    // Panels two at a time (the last alone where their number is odd); the last pair asks for
+    // what the caller reads next.
+    const int64_t pairs = (panels + 1) / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t pp = 0; pp < pairs; ++pp) {
+      const int64_t pi = 2 * pp;
+      const bool last = pp + 1 == pairs;
+      const uint8_t* then = last ? a.then : nullptr;
+      const int64_t then_bytes = last ? std::min(a.then_bytes, kNextReadBytes) : 0;
+      if (pi + 1 < panels) {
+        PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, blocks),
+                                      PackedSource<kKind>(a.w, panel_bytes, pi + 1, blocks)};
+        for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
+          panel_rows<kKind, 2>(src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
+      } else {
+        PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
+        for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
+          panel_rows<kKind, 1>(&src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
+      }
+    }
+    return;
+  }
   // More rows: each panel's levels and scales expanded once into the thread's buffers, then
   // every row tile reads them there (as the file-layout GEMM does).
   constexpr int kSub = kSubBlocks<kKind>;

@@ -85,7 +85,7 @@ void few_rows(const QuantMatmulArgs& a) {
       for (int64_t p = p0; p < panels; ++p) tile<R, 1>(a.w + p * panel_bytes, panel_bytes, a.x, a.n_in, a.n_in, out + (p - p0) * R);
     }
     for (int64_t p = p0; p < std::min(panels, p0 + P); ++p) store(a, 0, R, p, out + (p - p0) * R);
-  }, a.then, std::min(a.then_bytes, kNextReadBytes));
+  }, a.then, a.then_bytes);
 }
 
 }  // namespace

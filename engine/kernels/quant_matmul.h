@@ -31,9 +31,10 @@ struct QuantMatmulArgs {
   // w holds packed panels (pack_panels): the integer path's layout (int8_activations then set),
   // or F16's (kernels/f16_panels.cc).
   bool panels = false;
-  // Bytes the caller reads next (another matrix's first, kNextReadBytes at most), requested
-  // into L2 while this product's last bytes are read, so that the next product does not begin
-  // by waiting for memory. Null for none; a hint, read by the few-row panel kernels.
+  // Bytes the caller reads next (another matrix's first; whoever names them keeps them to
+  // kNextReadBytes), requested into L2 while this product's last bytes are read, so that the
+  // next product does not begin by waiting for memory. Null for none; a hint, read by the
+  // few-row panel kernels.
   const uint8_t* then = nullptr;
   int64_t then_bytes = 0;
 };

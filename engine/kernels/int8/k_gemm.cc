@@ -550,7 +550,7 @@ void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks) {
           _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
         }
     }
-  }, a.then, std::min(a.then_bytes, kNextReadBytes));
+  }, a.then, a.then_bytes);
 }
 
 template <Kind kKind>
@@ -572,7 +572,7 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
       const int64_t pi = 2 * pp;
       const bool last = pp + 1 == pairs;
       const uint8_t* then = last ? a.then : nullptr;
-      const int64_t then_bytes = last ? std::min(a.then_bytes, kNextReadBytes) : 0;
+      const int64_t then_bytes = last ? a.then_bytes : 0;
       if (pi + 1 < panels) {
         PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, blocks),
                                       PackedSource<kKind>(a.w, panel_bytes, pi + 1, blocks)};

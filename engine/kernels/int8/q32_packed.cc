@@ -199,7 +199,7 @@ void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, cons
         const __m512 v = out[(p - p0) * R + r];
         _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
       }
-  }, a.then, std::min(a.then_bytes, kNextReadBytes));
+  }, a.then, a.then_bytes);
 }
 
 // tile() at a height of `rows` (1..kTile) activation rows.

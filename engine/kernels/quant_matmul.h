@@ -39,7 +39,7 @@ struct QuantMatmulArgs {
   int64_t then_bytes = 0;
 };
 // At most this many bytes of the next read are requested ahead (QuantMatmulArgs::then): about
-// a one-row group of panels (kernels/int8/panel_avx512.h's claim_groups).
+// a few panels' bytes, what the first steps of the next product read.
 constexpr int64_t kNextReadBytes = int64_t{64} << 10;
 
 }  // namespace kvserve

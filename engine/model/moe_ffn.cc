@@ -109,8 +109,8 @@ bool MoeFfn::forward_experts_in_parallel(const float* h, int64_t T, float* x) {
   const auto n_used = static_cast<int64_t>(used_.size());
   // One expert a work item, its matrices on one thread: a step's many small products would
   // otherwise each meet the whole team at a barrier. Each item writes only its own rows. Items
-  // are claimed one ahead (as claim_groups does), so that each expert's last product can ask
-  // for the first bytes of the thread's next one.
+  // are claimed one ahead, so that each expert's last product can ask for the first bytes of
+  // the thread's next one.
   std::atomic<int64_t> claims{0};
 #pragma omp parallel
   {

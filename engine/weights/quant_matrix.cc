@@ -11,8 +11,8 @@ namespace kvserve {
 namespace {
 // Parts held one after the other in the same form become one (fused Q/K/V of one type, gate and
 // up): one product instead of several, each of which rounds the activations again and meets
-// the threads at its end. Packed panels of Q6_K rows with an odd number of super-blocks depend
-// on their index's parity, which a part ending off a 64-byte boundary would shift.
+// the threads at its end. Packed K-type panels go in pairs, the last alone where their number is
+// odd (kernels/int8/k_gemm.cc's KLayout): a packed part ending on a lone panel stays apart.
 std::vector<HeldRows> merge_adjacent(std::vector<HeldRows> parts) {
   std::vector<HeldRows> out;
   for (const HeldRows& p : parts) {
@@ -20,7 +20,7 @@ std::vector<HeldRows> merge_adjacent(std::vector<HeldRows> parts) {
       HeldRows& last = out.back();
       const int64_t bytes = last.rows * last.row_bytes;
       if (last.type == p.type && last.row_bytes == p.row_bytes && last.panels == p.panels &&
-          last.data + bytes == p.data && bytes % 64 == 0) {
+          last.data + bytes == p.data && bytes % 64 == 0 && (!last.panels || last.rows % 32 == 0)) {
         last.rows += p.rows;
         continue;
       }
@@ -84,10 +84,11 @@ void QuantMatrix::describe_plan(std::map<std::string, std::string>& plan) const 
 }
 
 int64_t QuantMatrix::panel_rows() const {
-  // About 32 MiB of floats, in multiples of 16 rows: the GEMM packs the activations again for
-  // every panel, so a panel must be wide enough for that to be small beside its multiply.
-  const int64_t rows = (int64_t{1} << 23) / n_in_ / 16 * 16;
-  return std::clamp<int64_t>(rows, 16, 8192);
+  // About 32 MiB of floats, in multiples of 32 rows (whole pairs of packed panels): the GEMM
+  // packs the activations again for every panel, so a panel must be wide enough for that to be
+  // small beside its multiply.
+  const int64_t rows = (int64_t{1} << 23) / n_in_ / 32 * 32;
+  return std::clamp<int64_t>(rows, 32, 8192);
 }
 
 void QuantMatrix::prepare(int64_t max_rows, bool /*accumulate*/) {

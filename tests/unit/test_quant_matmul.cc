@@ -98,8 +98,8 @@ TEST_P(HeldMatrix, PackedPanelsMatchTheDefinitionOnRoundedActivations) {
   check(std::get<0>(GetParam()), std::get<1>(GetParam()), true, true);
 }
 
-// The same on one thread, where a product takes the kernels a mixture's experts take (each
-// expert's products on a thread of its own: claimed groups at more heights).
+// The same on one thread, as a mixture's experts run (each expert's products on a thread of its
+// own: every pair of panels in one thread's run).
 TEST_P(HeldMatrix, PackedPanelsOnOneThreadMatchTheDefinition) {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
@@ -110,8 +110,8 @@ TEST_P(HeldMatrix, PackedPanelsOnOneThreadMatchTheDefinition) {
 void check(const Case& c, KernelLevel level, bool int8, bool packed, int64_t unpacked_rows) {
   ComputeContext ctx(kernel_table(level));
   std::mt19937 rng(5);
-  // Unpacked: not a multiple of any kernel's row group; packed: five panels (one group of four
-  // and one alone for a single row; two pairs and one alone for two).
+  // Unpacked: not a multiple of any kernel's row group; packed: five panels (two pairs, whose
+  // bytes are interleaved, and one alone).
   const int64_t rows_per_part = packed ? 80 : unpacked_rows, n_in = c.n_in;
   int packed_parts = 0;
   std::vector<std::vector<uint8_t>> storage;

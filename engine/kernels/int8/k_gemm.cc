@@ -6,7 +6,7 @@
 // (vpmulld) and meet a float once per super-block, as in the fused kernel
 // (kernels/int8/k_fused.cc). One tile() reads either source: panels unpacked per call from
 // the file's layout (kgemm_*, 5-64 rows), or the packed panels a matrix is held in (kpanels,
-// any height; pack_kpanels writes them at load).
+// any height; pack_kpanels writes them at load, in pairs: KLayout).
 #include "kernels/int8/int8_matmul.h"
 
 #include "kernels/intrinsics.h"
@@ -141,8 +141,8 @@ struct UnpackedSource {
 };
 
 // R activation rows times P panels (Source: UnpackedSource or PackedSource) over every
-// super-block: out[p * R + r] lane i = output of row i of panel p. Several panels at once give
-// one row several streams through memory, which the hardware prefetchers serve faster than one.
+// super-block: out[p * R + r] lane i = output of row i of panel p. Packed panels are read two
+// at a time (a pair's record, KLayout), so that a row's weights come as one stream.
 // next: bytes to request into L2 meanwhile, a slice a pair of steps (the next group of panels).
 template <Kind kKind, int R, int P, class Source>
 void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t* next = nullptr, int64_t next_bytes = 0) {
@@ -271,6 +271,10 @@ constexpr int kQ6Field[4] = {4, 0, 6, 2};
 // The K types held as packed panels (pack_kpanels): each 16 rows' bytes rewritten once at load,
 // in place and to the same size, in the order tile() reads them. Per super-block of a panel of
 // 16 rows:
+//   words   Q4_K/Q5_K the 12 scale bytes as three words (lane i = row i) and the (d, dmin)
+//           word; Q6_K the 16 scale bytes as four words; Q3_K its 12 as three; Q2_K its 16 as
+//           four and the (d, dmin) word;
+//   d       Q6_K, Q3_K: the 16 rows' F16 d;
 //   levels  32 vectors, vector u holding step 2u (lane i = 4 levels of row i, as unpack_panel
 //           orders them) in the low nibbles and step 2u + 1 in the high; Q2_K/Q3_K: 16
 //           vectors, bits 2j, 2j + 1 of each byte of vector u that byte's level (Q3_K: its low
@@ -278,17 +282,14 @@ constexpr int kQ6Field[4] = {4, 0, 6, 2};
 //   high    Q5_K (Q3_K): 64 words of 64 bits, bit 4i + j of word t the fifth (third) bit of
 //           level j of row i in step t; Q6_K: per sub-block one vector whose bits
 //           kQ6Field[j], kQ6Field[j] + 1 of each byte are bits 4-5 of that byte's level in the
-//           sub-block's step j;
-//   words   Q4_K/Q5_K the 12 scale bytes as three words (lane i = row i) and the (d, dmin)
-//           word; Q6_K the 16 scale bytes as four words; Q3_K its 12 as three; Q2_K its 16 as
-//           four and the (d, dmin) word;
-//   d       Q6_K, Q3_K: the 16 rows' F16 d.
-// Each part in a plane of its own (levels of every super-block, then high, words and d), each
-// plane a stream requested ahead at its own rate. Where rows have an odd number of super-blocks,
-// every other panel of a matrix that starts on a 64-byte line starts 32 bytes into one: those
-// put the d plane (Q6_K's and Q3_K's, 32 bytes a super-block) first, so that every vector stays
-// aligned. (Each super-block's parts side by side, one stream a panel, measured 10-15% slower
-// per matrix at one row, 2048 and 5632 wide, for Q4_K and Q6_K.)
+//           sub-block's step j.
+// Panels go in pairs (the last alone where their number is odd), and a pair's bytes are in the
+// order a product over both reads them: per super-block one record, both panels' words, both
+// d, then the levels and high lines alternating between the two panels. A thread's run of
+// pairs is then one stream through memory; out of the cache that measured 40-48 GB/s on two
+// threads against 30-33 for the planes of the layout before (each part of a panel in a plane
+// of its own: 8 streams for four panels) (docs/performance.md). A pair's record is a multiple
+// of 64 bytes for every K type, so every vector in it stays aligned.
 template <Kind kKind>
 struct KLayout {
   static constexpr bool kTwoBit = kKind == Kind::kQ3K || kKind == Kind::kQ2K;
@@ -296,76 +297,93 @@ struct KLayout {
   static constexpr int64_t kHigh = kKind == Kind::kQ5K || kKind == Kind::kQ3K ? 512 : kKind == Kind::kQ6K ? 1024 : 0;
   static constexpr int64_t kWords = kKind == Kind::kQ3K ? 192 : kKind == Kind::kQ2K ? 320 : 256;
   static constexpr int64_t kD = kKind == Kind::kQ6K || kKind == Kind::kQ3K ? 32 : 0;
-  int64_t blocks = 0;
-  int64_t lead = 0;  // bytes of d before the levels
+  static constexpr int64_t kRecord = kWords + kD + kLevels + kHigh;  // one panel's bytes a super-block
+  int64_t np = 1;  // panels sharing the records: 2, or 1 for the last where their number is odd
+  int64_t q = 0;   // this panel's place in them
   KLayout() = default;
-  KLayout(int64_t panel, int64_t n_blocks) : blocks(n_blocks), lead(n_blocks % 2 == 1 && panel % 2 == 1 ? kD * n_blocks : 0) {}
-  // Where super-block k's parts start, in bytes from the panel's first.
-  int64_t levels(int64_t k) const { return lead + kLevels * k; }
-  int64_t high(int64_t k) const { return lead + kLevels * blocks + kHigh * k; }
-  int64_t words(int64_t k) const { return lead + (kLevels + kHigh) * blocks + kWords * k; }
-  int64_t d(int64_t k) const { return (lead ? 0 : (kLevels + kHigh + kWords) * blocks) + kD * k; }
-  // How far ahead a part's lines are requested: kPanelAhead of the levels' bytes.
-  static constexpr int64_t ahead(int64_t part) { return kPanelAhead * part / kLevels; }
+  // Panel `panel` of `panels`.
+  KLayout(int64_t panel, int64_t panels) : np(panel / 2 * 2 + 1 < panels ? 2 : 1), q(panel % 2) {}
+  // Where this panel's parts of super-block k start, in bytes from its pair's first; the
+  // levels' and high's lines are stride() apart.
+  int64_t record(int64_t k) const { return np * kRecord * k; }
+  int64_t words(int64_t k) const { return record(k) + kWords * q; }
+  int64_t d(int64_t k) const { return record(k) + np * kWords + kD * q; }
+  int64_t levels(int64_t k) const { return record(k) + np * (kWords + kD) + 64 * q; }
+  int64_t high(int64_t k) const { return record(k) + np * (kWords + kD + kLevels) + 64 * q; }
+  int64_t stride() const { return 64 * np; }
 };
 
-// w: panel `index` of a matrix, packed in place.
+// One panel's parts, read from the file's layout before any of its bytes are overwritten.
+struct ReadPanel {
+  Panel p;
+  std::vector<IntVec> words;
+  std::vector<uint16_t> d;
+};
+
+// w: a panel in the file's layout, into r.
 template <Kind kKind>
-void pack_kpanel(uint8_t* w, int64_t index, int64_t row_bytes, int64_t blocks, Panel& p, std::vector<IntVec>& words,
-                 std::vector<uint16_t>& d) {
+void read_kpanel(const uint8_t* w, int64_t row_bytes, int64_t blocks, ReadPanel& r) {
   constexpr int64_t kBytes = kBlockBytes<kKind>;
-  unpack_panel<kKind>(w, row_bytes, kPanel, blocks, nullptr, 0, p);
+  unpack_panel<kKind>(w, row_bytes, kPanel, blocks, nullptr, 0, r.p);
   constexpr int kW = static_cast<int>(KLayout<kKind>::kWords / 64);  // vectors of words a super-block
-  words.resize(static_cast<size_t>(kW * blocks));
-  d.resize(static_cast<size_t>(16 * blocks));
+  r.words.resize(static_cast<size_t>(kW * blocks));
+  r.d.resize(static_cast<size_t>(16 * blocks));
   const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
   for (int64_t k = 0; k < blocks; ++k) {
     const uint8_t* base = w + k * kBytes;
     auto gather = [&](int offset) { return _mm512_i32gather_epi32(_mm512_add_epi32(at, _mm512_set1_epi32(offset)), base, 1); };
+    IntVec* words = &r.words[kW * k];
     if constexpr (offset_bits(kKind) > 0) {  // Q6_K, Q3_K: the scale bytes as they are, then d
       using Block = std::conditional_t<kKind == Kind::kQ6K, quant::BlockQ6_K, quant::BlockQ3_K>;
-      for (int q = 0; q < kW; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(Block, scales)) + 4 * q);
-      for (int i = 0; i < kPanel; ++i) std::memcpy(&d[16 * k + i], base + i * row_bytes + offsetof(Block, d), 2);
+      for (int q = 0; q < kW; ++q) words[q].v = gather(static_cast<int>(offsetof(Block, scales)) + 4 * q);
+      for (int i = 0; i < kPanel; ++i) std::memcpy(&r.d[16 * k + i], base + i * row_bytes + offsetof(Block, d), 2);
     } else if constexpr (kKind == Kind::kQ2K) {
-      for (int q = 0; q < 4; ++q) words[kW * k + q].v = gather(static_cast<int>(offsetof(quant::BlockQ2_K, scales)) + 4 * q);
-      words[kW * k + 4].v = gather(static_cast<int>(offsetof(quant::BlockQ2_K, d)));  // d, dmin
+      for (int q = 0; q < 4; ++q) words[q].v = gather(static_cast<int>(offsetof(quant::BlockQ2_K, scales)) + 4 * q);
+      words[4].v = gather(static_cast<int>(offsetof(quant::BlockQ2_K, d)));  // d, dmin
     } else {
       const int so = static_cast<int>(kKind == Kind::kQ5K ? offsetof(quant::BlockQ5_K, scales) : offsetof(quant::BlockQ4_K, scales));
-      for (int q = 0; q < 3; ++q) words[kW * k + q].v = gather(so + 4 * q);
-      words[kW * k + 3].v = gather(0);  // d, dmin
+      for (int q = 0; q < 3; ++q) words[q].v = gather(so + 4 * q);
+      words[3].v = gather(0);  // d, dmin
     }
   }
-  // Everything is read: the panel's bytes are free to overwrite.
-  const KLayout<kKind> lay(index, blocks);
+}
+
+// r written as panel lay.q of the pair whose bytes start at w.
+template <Kind kKind>
+void write_kpanel(uint8_t* w, const KLayout<kKind>& lay, int64_t blocks, const ReadPanel& r) {
+  constexpr int kW = static_cast<int>(KLayout<kKind>::kWords / 64);
+  const int64_t stride = lay.stride();
   const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
   for (int64_t k = 0; k < blocks; ++k) {
-    const IntVec* st = &p.w[64 * k];
+    const IntVec* st = &r.p.w[64 * k];
+    uint8_t* lv = w + lay.levels(k);
+    uint8_t* hi = w + lay.high(k);
     if constexpr (KLayout<kKind>::kTwoBit) {
       for (int u = 0; u < 16; ++u) {
         __m512i v = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j) v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(st[4 * u + j].v, two), 2 * j));
-        _mm512_storeu_si512(w + lay.levels(k) + 64 * u, v);
+        _mm512_storeu_si512(lv + stride * u, v);
       }
     } else {
       for (int u = 0; u < 32; ++u)
-        _mm512_storeu_si512(w + lay.levels(k) + 64 * u, _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
+        _mm512_storeu_si512(lv + stride * u, _mm512_or_si512(_mm512_and_si512(st[2 * u].v, nib),
                                                            _mm512_slli_epi16(_mm512_and_si512(st[2 * u + 1].v, nib), 4)));
     }
     if constexpr (kKind == Kind::kQ5K || kKind == Kind::kQ3K)
       for (int t = 0; t < 64; ++t) {
         const uint64_t bits = _mm512_test_epi8_mask(st[t].v, _mm512_set1_epi8(kKind == Kind::kQ5K ? 0x10 : 0x04));
-        std::memcpy(w + lay.high(k) + 8 * t, &bits, 8);
+        std::memcpy(hi + stride * (t / 8) + 8 * (t % 8), &bits, 8);
       }
-    if constexpr (KLayout<kKind>::kD > 0) std::memcpy(w + lay.d(k), &d[16 * k], 32);
+    if constexpr (KLayout<kKind>::kD > 0) std::memcpy(w + lay.d(k), &r.d[16 * k], 32);
     if constexpr (kKind == Kind::kQ6K)
       for (int s = 0; s < 16; ++s) {
         __m512i h = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j)
           h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(st[4 * s + j].v, 4), two), kQ6Field[j]));
-        _mm512_storeu_si512(w + lay.high(k) + 64 * s, h);
+        _mm512_storeu_si512(hi + stride * s, h);
       }
-    for (int q = 0; q < kW; ++q) _mm512_storeu_si512(w + lay.words(k) + 64 * q, words[kW * k + q].v);
+    for (int q = 0; q < kW; ++q) _mm512_storeu_si512(w + lay.words(k) + 64 * q, r.words[kW * k + q].v);
   }
 }
 
@@ -391,8 +409,9 @@ inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_tern
 template <Kind kKind>
 struct PackedSource {
   static constexpr int kSub = kSubBlocks<kKind>;
-  const uint8_t* p = nullptr;  // the panel
+  const uint8_t* p = nullptr;  // the panel's pair
   KLayout<kKind> lay;
+  int64_t stride_ = 64;  // between the panel's lines of levels and of high
   __m512i sc[kSub], pr[kSub / 2];
   __m512 d_, dmin_;
   const uint8_t* levels_ = nullptr;  // super-block k's levels and high (begin)
@@ -400,18 +419,18 @@ struct PackedSource {
   bool ahead = true;  // request lines ahead in each part (false: the tile's bytes were requested before it)
 
   PackedSource() = default;
-  // Panel `index` of the matrix at w.
-  PackedSource(const uint8_t* w, int64_t panel_bytes, int64_t index, int64_t blocks)
-      : p(w + index * panel_bytes), lay(index, blocks) {}
+  // Panel `index` of the `panels` of the matrix at w.
+  PackedSource(const uint8_t* w, int64_t panel_bytes, int64_t index, int64_t panels)
+      : p(w + index / 2 * 2 * panel_bytes), lay(index, panels), stride_(lay.stride()) {}
 
-  // Every line read asks for the line its part's ahead() further on into L2.
+  // Every line read asks for the line kPanelAhead further on (the pair's one stream) into L2.
   void begin(int64_t k) {
     using L = KLayout<kKind>;
     levels_ = p + lay.levels(k);
     high_ = p + lay.high(k);
     const uint8_t* wd = p + lay.words(k);
     if (ahead)
-      for (int q = 0; q < L::kWords / 64; ++q) prefetch_l2(wd + 64 * q + L::ahead(L::kWords));
+      for (int q = 0; q < L::kWords / 64; ++q) prefetch_l2(wd + 64 * q + kPanelAhead);
     if constexpr (offset_bits(kKind) > 0) {  // Q6_K, Q3_K: d in its own plane
       __m512i words[4] = {load64(wd), load64(wd + 64), load64(wd + 128), _mm512_setzero_si512()};
       if constexpr (kKind == Kind::kQ6K)
@@ -420,7 +439,7 @@ struct PackedSource {
         k3_scale_words(words[0], words[1], words[2], words);
       k6_scales(words, sc, pr);
       const uint8_t* dp = p + lay.d(k);
-      if (ahead && k % 2 == 0) prefetch_l2(dp + L::ahead(L::kD));
+      if (ahead) prefetch_l2(dp + kPanelAhead);
       d_ = _mm512_cvtph_ps(load32(dp));
     } else {  // the (d, dmin) word after the scales
       if constexpr (kKind == Kind::kQ2K) {
@@ -446,8 +465,8 @@ struct PackedSource {
     if constexpr (L::kTwoBit) {
       // Steps 4u + j, j = 0, 1 or 2, 3: bit pairs 2j, 2j + 1 of each byte; Q3_K adds 4 where
       // the third bit is set.
-      const uint8_t* at = levels_ + 64 * (step >> 2);
-      if (ahead && (step & 3) == 0) prefetch_l2(at + L::ahead(L::kLevels));
+      const uint8_t* at = levels_ + stride_ * (step >> 2);
+      if (ahead && (step & 3) == 0) prefetch_l2(at + kPanelAhead);
       const __m512i v = load64(at), three = _mm512_set1_epi8(3);
       const int j = step & 3;
       w0 = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), three);
@@ -455,8 +474,8 @@ struct PackedSource {
       if constexpr (kKind == Kind::kQ3K) add_top_bit(step, 4, w0, w1);
       return;
     }
-    const uint8_t* at = levels_ + 64 * (step >> 1);
-    if (ahead) prefetch_l2(at + L::ahead(L::kLevels));
+    const uint8_t* at = levels_ + stride_ * (step >> 1);
+    if (ahead) prefetch_l2(at + kPanelAhead);
     const __m512i v = load64(at);
     if constexpr (kKind == Kind::kQ4K) {
       w0 = _mm512_and_si512(v, nib);
@@ -467,8 +486,8 @@ struct PackedSource {
       // Steps 4s + j, j = 0, 1 or 2, 3: each step's low nibble and its field (kQ6Field) in the
       // other nibble selected into one byte, then moved into place: step 0 is already there
       // but for bits 6-7, the others take one GF(2) affine map (gf_bits).
-      const uint8_t* hp = high_ + 64 * (step >> 2);
-      if (ahead && (step & 3) == 0) prefetch_l2(hp + L::ahead(L::kHigh));
+      const uint8_t* hp = high_ + stride_ * (step >> 2);
+      if (ahead && (step & 3) == 0) prefetch_l2(hp + kPanelAhead);
       const __m512i h = load64(hp);
       const int j = step & 3;
       const __m512i low = select_bits(nib, v, h), high = select_bits(nib, h, v);  // v's low nibble, v's high
@@ -486,10 +505,9 @@ struct PackedSource {
   // Q5_K's fifth and Q3_K's third bits (value `bit`) of steps step, step + 1 from the high
   // plane's masks, added to their levels.
   void add_top_bit(int step, char bit, __m512i& w0, __m512i& w1) const {
-    using L = KLayout<kKind>;
     uint64_t m0, m1;
-    const uint8_t* hp = high_ + 8 * step;
-    if (ahead && (step & 7) == 0) prefetch_l2(hp + L::ahead(L::kHigh));
+    const uint8_t* hp = high_ + stride_ * (step >> 3) + 8 * (step & 7);
+    if (ahead && (step & 7) == 0) prefetch_l2(hp + kPanelAhead);
     std::memcpy(&m0, hp, 8);
     std::memcpy(&m1, hp + 8, 8);
     w0 = _mm512_mask_add_epi8(w0, m0, w0, _mm512_set1_epi8(bit));
@@ -506,67 +524,14 @@ struct PackedSource {
   __m512 dmin(int64_t) const { return dmin_; }
 };
 
-// Tile of `rows` (1..R) activation rows times P panels, dispatched to a fixed height.
-template <Kind kKind, int R, int P>
-void tile_of(int rows, PackedSource<kKind>* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t* next,
-             int64_t next_bytes) {
-  if constexpr (R > 1)
-    if (rows < R) return tile_of<kKind, R - 1, P>(rows, src, x, blocks, out, next, next_bytes);
-  tile<kKind, R, P>(src, x, blocks, out, next, next_bytes);
-}
-
-// A few activation rows (R at a time) over P panels at a time (R = 1: 4 panels, one stream
-// each; more rows: 2), each group's bytes requested while the one before it runs
-// (claim_groups); each part requests lines ahead only where nothing requested the group
-// before. A group's later row tiles find its bytes in cache and request nothing.
-template <Kind kKind, int R, int P>
-void few_rows(const QuantMatmulArgs& a, const KRow* x, int64_t blocks) {
-  const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
-  claim_groups(a.w, panels * panel_bytes, P * panel_bytes,
-               [&](int64_t g, const uint8_t* next_w, int64_t next_bytes, bool ahead) {
-    const int64_t p0 = g * P;
-    for (int64_t r0 = 0; r0 < a.m; r0 += R) {
-      const int rows = static_cast<int>(std::min<int64_t>(R, a.m - r0));
-      const bool first = r0 == 0;
-      __m512 out[P * R];
-      if (p0 + P <= panels) {
-        PackedSource<kKind> src[P];
-        for (int p = 0; p < P; ++p) {
-          src[p] = PackedSource<kKind>(a.w, panel_bytes, p0 + p, blocks);
-          src[p].ahead = ahead && first;
-        }
-        tile_of<kKind, R, P>(rows, src, x + r0, blocks, out, first ? next_w : nullptr, first ? next_bytes : 0);
-      } else {
-        for (int64_t p = p0; p < panels; ++p) {
-          PackedSource<kKind> src(a.w, panel_bytes, p, blocks);
-          src.ahead = first;
-          tile_of<kKind, R, 1>(rows, &src, x + r0, blocks, out + (p - p0) * rows, nullptr, 0);
-        }
-      }
-      for (int64_t p = p0; p < std::min(panels, p0 + P); ++p)
-        for (int r = 0; r < rows; ++r) {
-          float* y = a.y + (r0 + r) * a.ldy + p * kPanel;
-          const __m512 v = out[(p - p0) * rows + r];
-          _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
-        }
-    }
-  }, a.then, a.then_bytes);
-}
-
 template <Kind kKind>
 void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
-  const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes;
-  if (a.m == 1) return few_rows<kKind, 1, 4>(a, x, blocks);
-  if (a.m == 2) return few_rows<kKind, 2, 2>(a, x, blocks);
-  // A product on one thread (a mixture's experts, each on its own): claimed groups, each
-  // group's bytes requested while the one before runs (measured faster there); on a team, each
-  // thread's own run of panels (one stream per thread: measured faster than interleaved groups).
-  if (a.m <= 2 * kTile && (omp_get_max_threads() == 1 || omp_in_parallel())) return few_rows<kKind, kTile, 2>(a, x, blocks);
-  const int64_t panels = a.n_out / kPanel;
+  const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
+  const int64_t pairs = (panels + 1) / 2;
   if (a.m <= 2 * kTile) {
-    // Panels two at a time (the last alone where their number is odd); the last pair asks for
-    // what the caller reads next.
-    const int64_t pairs = (panels + 1) / 2;
+    // Each thread a contiguous run of pairs: one stream through memory (KLayout), which
+    // measured faster out of the cache than groups handed out one at a time.
+    // The last pair asks for what the caller reads next.
 #pragma omp parallel for schedule(static)
     for (int64_t pp = 0; pp < pairs; ++pp) {
       const int64_t pi = 2 * pp;
@@ -574,12 +539,12 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
       const uint8_t* then = last ? a.then : nullptr;
       const int64_t then_bytes = last ? a.then_bytes : 0;
       if (pi + 1 < panels) {
-        PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, blocks),
-                                      PackedSource<kKind>(a.w, panel_bytes, pi + 1, blocks)};
+        PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, panels),
+                                      PackedSource<kKind>(a.w, panel_bytes, pi + 1, panels)};
         for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
           panel_rows<kKind, 2>(src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
       } else {
-        PackedSource<kKind> src(a.w, panel_bytes, pi, blocks);
+        PackedSource<kKind> src(a.w, panel_bytes, pi, panels);
         for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
           panel_rows<kKind, 1>(&src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
       }
@@ -594,12 +559,12 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
     thread_local Panel held[2];
     for (Panel& p : held) p.size_for(a.n_in, kSub);
 #pragma omp for schedule(static)
-    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+    for (int64_t pp = 0; pp < pairs; ++pp) {
       const int64_t pi = 2 * pp;
       const int np = pi + 1 < panels ? 2 : 1;
       for (int q = 0; q < np; ++q) {
         Panel& p = held[q];
-        PackedSource<kKind> src(a.w, panel_bytes, pi + q, blocks);
+        PackedSource<kKind> src(a.w, panel_bytes, pi + q, panels);
         for (int64_t k = 0; k < blocks; ++k) {
           src.begin(k);
           for (int step = 0; step < 64; step += 2) src.levels(k, step, p.w[64 * k + step].v, p.w[64 * k + step + 1].v);
@@ -621,15 +586,19 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
 
 template <Kind kKind>
 void pack_kpanels_of(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  const int64_t panels = rows / kPanel, blocks = n_in / 256, panel_bytes = kPanel * row_bytes;
 #pragma omp parallel
   {
-    Panel p;
-    p.size_for(n_in, kSubBlocks<kKind>);
-    std::vector<IntVec> words;
-    std::vector<uint16_t> d;
+    ReadPanel held[2];
+    for (ReadPanel& r : held) r.p.size_for(n_in, kSubBlocks<kKind>);
 #pragma omp for schedule(static)
-    for (int64_t pi = 0; pi < rows / kPanel; ++pi)
-      pack_kpanel<kKind>(w + pi * kPanel * row_bytes, pi, row_bytes, n_in / 256, p, words, d);
+    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+      uint8_t* pair = w + 2 * pp * panel_bytes;
+      const int np = 2 * pp + 1 < panels ? 2 : 1;
+      // Both panels read before either is written: their records share the pair's bytes.
+      for (int q = 0; q < np; ++q) read_kpanel<kKind>(pair + q * panel_bytes, row_bytes, blocks, held[q]);
+      for (int q = 0; q < np; ++q) write_kpanel<kKind>(pair, KLayout<kKind>(2 * pp + q, panels), blocks, held[q]);
+    }
   }
 }
 

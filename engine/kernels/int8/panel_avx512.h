@@ -7,7 +7,6 @@
 
 #if KVSERVE_HAS_AVX512
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -40,44 +39,6 @@ class LineRequests {
   const uint8_t* end_;
   int64_t step_;  // bytes a call, a multiple of 64
 };
-
-// The groups of a one- or two-row product (w: `bytes` of panels, in groups of group_bytes, the
-// last perhaps shorter) handed to the team's threads one at a time, each thread claiming its
-// next group before it starts on one: work(g, next, next_bytes, ahead) computes group g and can
-// request the next one's bytes meanwhile. A group is a few tens of KiB: requested only a few
-// KiB ahead from its own start, each waited for memory as it began. next is null at the end
-// and where groups are larger than kGroupRequestMax (two of them would crowd L2); ahead: the
-// group's own bytes were not requested before it, so its streams request lines ahead. Handed
-// out dynamically, because on a shared machine one core often runs slower and a static split
-// waits for it at every product. then (then_bytes, null for none): what the caller reads after
-// this product (QuantMatmulArgs::then), requested by the thread whose claim first runs past the
-// last group.
-constexpr int64_t kGroupRequestMax = int64_t{256} << 10;
-template <class Work>
-inline void claim_groups(const uint8_t* w, int64_t bytes, int64_t group_bytes, Work&& work,
-                         const uint8_t* then = nullptr, int64_t then_bytes = 0) {
-  const int64_t groups = (bytes + group_bytes - 1) / group_bytes;
-  const bool request = group_bytes <= kGroupRequestMax;
-  std::atomic<int64_t> claims{0};
-#pragma omp parallel
-  {
-    bool first = true;
-    for (int64_t g = claims.fetch_add(1, std::memory_order_relaxed); g < groups; first = false) {
-      const int64_t next = claims.fetch_add(1, std::memory_order_relaxed);
-      const uint8_t* ask = nullptr;
-      int64_t ask_bytes = 0;
-      if (request && next < groups) {
-        ask = w + next * group_bytes;
-        ask_bytes = std::min(group_bytes, bytes - next * group_bytes);
-      } else if (next == groups && then) {
-        ask = then;
-        ask_bytes = then_bytes;
-      }
-      work(g, ask, ask_bytes, first || !request);
-      g = next;
-    }
-  }
-}
 
 // r[0..16) rows of 16 dwords to columns, in place: afterwards r[c] lane i = (before) r[i] lane c.
 inline void transpose16(__m512i* r) {

@@ -5,13 +5,20 @@
 // back and spends a few instructions per 64 bytes: a decode step then runs at the memory's read
 // rate, which the row-major kernels (several instructions per block and row) do not reach.
 //
-// A panel of 16 rows and nb = n_in / 32 blocks, in order:
-//   levels  per block, 8-bit types 8 vectors (vector t: lane i = row i's levels 4t..4t+3, as the
-//           type's levels() gives them; IQ4_NL its indices), 4/5-bit types 4 vectors (vector u:
-//           step 2u in the low nibbles, step 2u + 1 in the high);
-//   masks   5-bit types: per block 8 words of 64 bits, bit 4i + j of word t the fifth bit of
-//           level j of row i in step t;
-//   scales  per block the 16 rows' F16 scales; then, for Q4_1/Q5_1, their F16 minimums.
+// A panel of 16 rows and nb = n_in / 32 blocks has, per block:
+//   scales  the 16 rows' F16 scales; then, for Q4_1/Q5_1, their F16 minimums;
+//   masks   5-bit types: 8 words of 64 bits, bit 4i + j of word t the fifth bit of level j of
+//           row i in step t;
+//   levels  8-bit types 8 vectors (vector t: lane i = row i's levels 4t..4t+3, as the type's
+//           levels() gives them; IQ4_NL its indices), 4/5-bit types 4 vectors (vector u: step
+//           2u in the low nibbles, step 2u + 1 in the high).
+// Panels go in pairs (the last alone where their number is odd), and a pair's bytes are in the
+// order a product over both reads them: per block one record, both panels' scales, both
+// minimums, both masks, then the levels of each pair of steps, the first panel's before the
+// second's. A thread's run of pairs is one stream through memory, which out of the cache reads
+// faster than a stream per part of each panel (as for the K types: kernels/int8/k_gemm.cc's
+// KLayout). A pair's record is a multiple of 64 bytes for every type; a lone panel's vectors may
+// straddle lines.
 #include "kernels/int8/int8_matmul.h"
 
 #include "kernels/intrinsics.h"
@@ -38,16 +45,28 @@ namespace {
 using namespace panel;
 using int8::Row32;
 
-// Where each part of a panel starts (offsets in bytes from the panel's first).
-struct Layout32 {
-  int64_t masks, scales, mins;
-};
+// Where panel q of a pair (np panels: 2, or 1 for a lone last one) keeps its parts of block b,
+// in bytes from the pair's first.
 template <class T>
-Layout32 layout32(int64_t n_in) {
-  const int64_t nb = n_in / 32, levels = nb * (T::bits == 8 ? 512 : 256);
-  const int64_t masks = levels, scales = masks + (T::bits == 5 ? nb * 64 : 0);
-  return {masks, scales, scales + nb * 32};
-}
+struct Layout32 {
+  static constexpr int64_t kScales = 32, kMins = T::has_min ? 32 : 0, kMasks = T::bits == 5 ? 64 : 0;
+  static constexpr int64_t kLevels = T::bits == 8 ? 512 : 256;
+  static constexpr int64_t kChunk = kLevels / 4;  // one panel's levels of a pair of steps
+  static constexpr int64_t kRecord = kScales + kMins + kMasks + kLevels;  // one panel's bytes a block
+  int64_t np = 1;  // panels sharing the records: 2, or 1 for the last where their number is odd
+  int64_t q = 0;   // this panel's place in them
+  // Offsets inside one record (np panels' block), for constant np and q.
+  static constexpr int64_t scales_in(int64_t /*np*/, int64_t q) { return kScales * q; }
+  static constexpr int64_t mins_in(int64_t np, int64_t q) { return np * kScales + kMins * q; }
+  static constexpr int64_t masks_in(int64_t np, int64_t q) { return np * (kScales + kMins) + kMasks * q; }
+  static constexpr int64_t levels_in(int64_t np, int64_t q, int u) { return np * (kScales + kMins + kMasks + kChunk * u) + kChunk * q; }
+  int64_t record(int64_t b) const { return np * kRecord * b; }
+  int64_t scales(int64_t b) const { return record(b) + scales_in(np, q); }
+  int64_t mins(int64_t b) const { return record(b) + mins_in(np, q); }
+  int64_t masks(int64_t b) const { return record(b) + masks_in(np, q); }
+  // Steps 2u, 2u + 1.
+  int64_t levels(int64_t b, int u) const { return record(b) + levels_in(np, q, u); }
+};
 
 // Levels of two blocks in value order, as stored: the type's levels, a lookup type's indices.
 template <class T>
@@ -58,73 +77,88 @@ __m512i stored_levels(const typename T::Block* b) {
     return vec::levels(b);
 }
 
+// One panel's parts, read from the file's layout before any of its bytes are overwritten.
+struct ReadPanel32 {
+  std::vector<IntVec> steps;  // per block 8 vectors: step t, lane i = row i's 4 levels
+  std::vector<uint16_t> d, mins;  // per block the 16 rows'
+};
+
+// w: a panel in the file's layout (rows row_bytes apart), into r.
 template <class T>
-void pack_panel(uint8_t* w, int64_t row_bytes, int64_t n_in, std::vector<IntVec>& steps, std::vector<uint16_t>& d,
-                std::vector<uint16_t>& mins) {
+void read_panel32(const uint8_t* w, int64_t row_bytes, int64_t n_in, ReadPanel32& r) {
   using Block = typename T::Block;
   const int64_t nb = n_in / 32;
-  steps.resize(static_cast<size_t>(n_in / 4));
-  d.resize(static_cast<size_t>(16 * nb));
-  mins.resize(static_cast<size_t>(16 * nb));
+  r.steps.resize(static_cast<size_t>(n_in / 4));
+  r.d.resize(static_cast<size_t>(16 * nb));
+  r.mins.resize(static_cast<size_t>(16 * nb));
   for (int64_t c = 0; c < nb / 2; ++c) {
-    __m512i r[kPanel];
-    for (int i = 0; i < kPanel; ++i) r[i] = stored_levels<T>(reinterpret_cast<const Block*>(w + i * row_bytes) + 2 * c);
-    transpose16(r);
-    for (int i = 0; i < kPanel; ++i) steps[16 * c + i].v = r[i];
+    __m512i v[kPanel];
+    for (int i = 0; i < kPanel; ++i) v[i] = stored_levels<T>(reinterpret_cast<const Block*>(w + i * row_bytes) + 2 * c);
+    transpose16(v);
+    for (int i = 0; i < kPanel; ++i) r.steps[16 * c + i].v = v[i];
   }
   for (int i = 0; i < kPanel; ++i)
     for (int64_t b = 0; b < nb; ++b) {
       const Block& blk = reinterpret_cast<const Block*>(w + i * row_bytes)[b];
-      d[16 * b + i] = blk.d;
-      if constexpr (T::has_min) mins[16 * b + i] = blk.m;
+      r.d[16 * b + i] = blk.d;
+      if constexpr (T::has_min) r.mins[16 * b + i] = blk.m;
     }
-  // Everything is read: the panel's bytes are free to overwrite.
-  const Layout32 at = layout32<T>(n_in);
+}
+
+// r as panel lay.q of the pair at w.
+template <class T>
+void write_panel32(uint8_t* w, const Layout32<T>& lay, int64_t n_in, const ReadPanel32& r) {
   const __m512i nib = _mm512_set1_epi8(0x0F);
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m512i* s = &steps[8 * b].v;
-    if constexpr (T::bits == 8) {
-      for (int t = 0; t < 8; ++t) _mm512_storeu_si512(w + 64 * (8 * b + t), s[t]);
-    } else {
-      for (int u = 0; u < 4; ++u)
-        _mm512_storeu_si512(w + 64 * (4 * b + u), _mm512_or_si512(_mm512_and_si512(s[2 * u], nib),
-                                                                  _mm512_slli_epi16(_mm512_and_si512(s[2 * u + 1], nib), 4)));
-    }
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    const __m512i* s = &r.steps[8 * b].v;
+    std::memcpy(w + lay.scales(b), &r.d[16 * b], 32);
+    if constexpr (T::has_min) std::memcpy(w + lay.mins(b), &r.mins[16 * b], 32);
     if constexpr (T::bits == 5)
       for (int t = 0; t < 8; ++t) {
         const uint64_t bits = _mm512_test_epi8_mask(s[t], _mm512_set1_epi8(0x10));
-        std::memcpy(w + at.masks + 8 * (8 * b + t), &bits, 8);
+        std::memcpy(w + lay.masks(b) + 8 * t, &bits, 8);
       }
+    for (int u = 0; u < 4; ++u) {
+      uint8_t* at = w + lay.levels(b, u);
+      if constexpr (T::bits == 8) {
+        _mm512_storeu_si512(at, s[2 * u]);
+        _mm512_storeu_si512(at + 64, s[2 * u + 1]);
+      } else {
+        _mm512_storeu_si512(at, _mm512_or_si512(_mm512_and_si512(s[2 * u], nib), _mm512_slli_epi16(_mm512_and_si512(s[2 * u + 1], nib), 4)));
+      }
+    }
   }
-  std::memcpy(w + at.scales, d.data(), static_cast<size_t>(32 * nb));
-  if constexpr (T::has_min) std::memcpy(w + at.mins, mins.data(), static_cast<size_t>(32 * nb));
 }
 
-// Steps 2u and 2u + 1 of block b of the panel at p (levels ready for vpdpbusd); ahead: the
-// panel's streams requested kPanelAhead ahead.
-template <class T>
-inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, bool ahead, __m512i& w0, __m512i& w1) {
+// Bytes from one block's record of a pair (P panels) to the next.
+template <class T, int P>
+constexpr int64_t kBlockStride = P * Layout32<T>::kRecord;
+
+// Steps 2u and 2u + 1 of block b of a panel of a pair of P (levels ready for vpdpbusd): lv, mk
+// its levels and masks in block 0. Every line read asks for the line kPanelAhead further on in
+// the same stream: the hardware prefetchers alone keep too few in flight.
+template <class T, int P>
+inline void step_pair(const uint8_t* lv, const uint8_t* mk, int64_t b, int u, __m512i& w0, __m512i& w1) {
+  constexpr int64_t kStep = P * Layout32<T>::kChunk;  // from one pair of steps to the next
+  const uint8_t* at = lv + kBlockStride<T, P> * b + kStep * u;
   if constexpr (T::bits == 8) {
-    const uint8_t* at = p + 64 * (8 * b + 2 * u);
-    if (ahead) {
-      prefetch_l2(at + kPanelAhead);
-      prefetch_l2(at + kPanelAhead + 64);
-    }
+    prefetch_l2(at + kPanelAhead);
+    prefetch_l2(at + kPanelAhead + 64);
     w0 = levels::load64(at);
     w1 = levels::load64(at + 64);
   } else {
     const __m512i nib = _mm512_set1_epi8(0x0F);
-    const uint8_t* at = p + 64 * (4 * b + u);
-    if (ahead) prefetch_l2(at + kPanelAhead);
+    prefetch_l2(at + kPanelAhead);
     const __m512i v = levels::load64(at);
     w0 = _mm512_and_si512(v, nib);
     w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
     if constexpr (T::bits == 5) {
       const __m512i fifth = _mm512_set1_epi8(0x10);
+      const uint8_t* masks = mk + kBlockStride<T, P> * b;
+      if (u == 0) prefetch_l2(masks + kPanelAhead);
       uint64_t m0, m1;
-      if (ahead && u == 0) prefetch_l2(p + lay.masks + 64 * b + kPanelAhead / 4);
-      std::memcpy(&m0, p + lay.masks + 8 * (8 * b + 2 * u), 8);
-      std::memcpy(&m1, p + lay.masks + 8 * (8 * b + 2 * u + 1), 8);
+      std::memcpy(&m0, masks + 8 * (2 * u), 8);
+      std::memcpy(&m1, masks + 8 * (2 * u + 1), 8);
       w0 = _mm512_mask_add_epi8(w0, m0, w0, fifth);
       w1 = _mm512_mask_add_epi8(w1, m1, w1, fifth);
     }
@@ -136,13 +170,19 @@ inline void step_pair(const uint8_t* p, const Layout32& lay, int64_t b, int u, b
   }
 }
 
-// R activation rows times P packed panels (ps[0..P)): out[p * R + r] lane i = output of row i
-// of panel p. Several panels at once give few rows several streams through memory, which the
-// hardware prefetchers serve faster than one. ahead: request each stream's lines ahead; next:
-// bytes to request into L2 meanwhile, a slice a pair of steps (the next group of panels).
+// R activation rows times the P panels of the pair at w (P = 2, or 1 for a lone last panel):
+// out[p * R + r] lane i = output of row i of panel p. next: bytes to request into L2
+// meanwhile, a slice a pair of steps (what the caller reads after this product).
 template <class T, int R, int P>
-void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row32* x, __m512* out, bool ahead = true,
-          const uint8_t* next = nullptr, int64_t next_bytes = 0) {
+void tile(const uint8_t* w, int64_t n_in, const Row32* x, __m512* out, const uint8_t* next = nullptr,
+          int64_t next_bytes = 0) {
+  using L = Layout32<T>;
+  constexpr int64_t kStride = kBlockStride<T, P>;
+  const uint8_t *lv[P], *mk[P];
+  for (int p = 0; p < P; ++p) {
+    lv[p] = w + L::levels_in(P, p, 0);
+    mk[p] = w + L::masks_in(P, p);
+  }
   __m512 acc[P][R];
   for (int p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
@@ -151,23 +191,25 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
     __m512i dot[P][R], dot1[P][R];  // two chains (dot_pair)
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
+    // Unrolled: each pair of steps its own registers (a rolled loop moved them between chains).
+#pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
       if (next) requests.next();
       dot_pair<R, P>(
-          x, 32 * b + 8 * u, [&](int p, __m512i& w0, __m512i& w1) { step_pair<T>(ps[p], lay, b, u, ahead, w0, w1); },
+          x, 32 * b + 8 * u, [&](int p, __m512i& w0, __m512i& w1) { step_pair<T, P>(lv[p], mk[p], b, u, w0, w1); },
           dot, dot1);
     }
+    // The scales (and minimums) of both panels: one line.
+    const uint8_t* rec = w + kStride * b;
+    prefetch_l2(rec + kPanelAhead);
     for (int p = 0; p < P; ++p) {
-      // Scales are 32 bytes a block: one line every second block.
-      if (ahead && b % 2 == 0) prefetch_l2(ps[p] + lay.scales + 32 * b + kPanelAhead / (T::bits == 8 ? 16 : 8));
-      const __m512 d = _mm512_cvtph_ps(levels::load32(ps[p] + lay.scales + 32 * b));
+      const __m512 d = _mm512_cvtph_ps(levels::load32(rec + L::scales_in(P, p)));
       for (int r = 0; r < R; ++r) {
         const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot[p][r], dot1[p][r]), _mm512_set1_epi32(T::offset * x[r].sum[b]));
         acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(x[r].d[b])), acc[p][r]);
       }
       if constexpr (T::has_min) {
-        if (ahead && b % 2 == 0) prefetch_l2(ps[p] + lay.mins + 32 * b + kPanelAhead / 8);
-        const __m512 mn = _mm512_cvtph_ps(levels::load32(ps[p] + lay.mins + 32 * b));
+        const __m512 mn = _mm512_cvtph_ps(levels::load32(rec + L::mins_in(P, p)));
         for (int r = 0; r < R; ++r)
           acc[p][r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x[r].d[b] * static_cast<float>(x[r].sum[b])), acc[p][r]);
       }
@@ -177,39 +219,24 @@ void tile(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row
     for (int r = 0; r < R; ++r) out[p * R + r] = acc[p][r];
 }
 
-// Rows [r0, r0 + R) of x over the matrix, P panels at a time (the last few one at a time), each
-// group's bytes requested while the one before it runs (claim_groups); each stream requests
-// lines ahead only where nothing requested the group before.
-template <class T, int R, int P>
-void rows_over_panels(const QuantMatmulArgs& a, const Row32* x, int64_t r0, const Layout32& lay) {
-  const int64_t panels = a.n_out / kPanel, panel_bytes = kPanel * a.row_bytes;
-  claim_groups(a.w, panels * panel_bytes, P * panel_bytes,
-               [&](int64_t g, const uint8_t* next_w, int64_t next_bytes, bool ahead) {
-    const int64_t p0 = g * P;
-    __m512 out[P * R];
-    const uint8_t* ps[P];
-    for (int p = 0; p < P; ++p) ps[p] = a.w + std::min(p0 + p, panels - 1) * panel_bytes;
-    if (p0 + P <= panels)
-      tile<T, R, P>(ps, lay, a.n_in, x + r0, out, ahead, next_w, next_bytes);
-    else
-      for (int64_t p = p0; p < panels; ++p) tile<T, R, 1>(&ps[p - p0], lay, a.n_in, x + r0, out + (p - p0) * R);
-    for (int64_t p = p0; p < std::min(panels, p0 + P); ++p)
-      for (int r = 0; r < R; ++r) {
-        float* y = a.y + (r0 + r) * a.ldy + p * kPanel;
-        const __m512 v = out[(p - p0) * R + r];
-        _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
-      }
-  }, a.then, a.then_bytes);
-}
-
-// tile() at a height of `rows` (1..kTile) activation rows.
+// tile() at a height of `rows` (1..kTile) activation rows. Without next, tile's requests are
+// compiled away (the common case: a row tile short of registers runs faster without them).
 template <class T, int P>
-void row_tiles(const uint8_t* const* ps, const Layout32& lay, int64_t n_in, const Row32* x, int64_t rows, __m512* out) {
+void row_tiles(const uint8_t* w, int64_t n_in, const Row32* x, int64_t rows, __m512* out, const uint8_t* next,
+               int64_t next_bytes) {
+  if (next) {
+    switch (rows) {
+      case 1: return tile<T, 1, P>(w, n_in, x, out, next, next_bytes);
+      case 2: return tile<T, 2, P>(w, n_in, x, out, next, next_bytes);
+      case 3: return tile<T, 3, P>(w, n_in, x, out, next, next_bytes);
+      default: return tile<T, 4, P>(w, n_in, x, out, next, next_bytes);
+    }
+  }
   switch (rows) {
-    case 1: tile<T, 1, P>(ps, lay, n_in, x, out); break;
-    case 2: tile<T, 2, P>(ps, lay, n_in, x, out); break;
-    case 3: tile<T, 3, P>(ps, lay, n_in, x, out); break;
-    default: tile<T, 4, P>(ps, lay, n_in, x, out); break;
+    case 1: return tile<T, 1, P>(w, n_in, x, out);
+    case 2: return tile<T, 2, P>(w, n_in, x, out);
+    case 3: return tile<T, 3, P>(w, n_in, x, out);
+    default: return tile<T, 4, P>(w, n_in, x, out);
   }
 }
 
@@ -220,25 +247,25 @@ void product(const QuantMatmulArgs& a) {
 #pragma omp parallel for schedule(static) if (a.m > 4)
   for (int64_t r = 0; r < a.m; ++r)
     x[r] = int8::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
-  const Layout32 lay = layout32<T>(a.n_in);
-  // One row over 4 panels at a time, two over 2; more rows 4 at a time over each pair of
-  // panels while they are in cache (a pair loads each activation broadcast once for both).
-  if (a.m == 1) return rows_over_panels<T, 1, 4>(a, x, 0, lay);
-  if (a.m == 2) return rows_over_panels<T, 2, 2>(a, x, 0, lay);
-  const int64_t panel_bytes = kPanel * a.row_bytes;
-  const int64_t panels = a.n_out / kPanel;
+  // Each thread a contiguous run of pairs of panels: one stream through memory (Layout32), and
+  // each activation broadcast loaded once for both panels of a pair. Rows 4 at a time over a
+  // pair while it is in cache. The last pair asks for what the caller reads next.
+  const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel, pairs = (panels + 1) / 2;
 #pragma omp parallel for schedule(static)
-  for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+  for (int64_t pp = 0; pp < pairs; ++pp) {
     const int64_t pi = 2 * pp;
-    const uint8_t* ps[2] = {a.w + pi * panel_bytes, a.w + std::min(pi + 1, panels - 1) * panel_bytes};
+    const uint8_t* w = a.w + pi * panel_bytes;
     const int np = pi + 1 < panels ? 2 : 1;
+    const bool last = pp + 1 == pairs;
     for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
       __m512 out[2 * kTile];
       const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
+      const uint8_t* next = last && r0 == 0 ? a.then : nullptr;
+      const int64_t next_bytes = next ? a.then_bytes : 0;
       if (np == 2)
-        row_tiles<T, 2>(ps, lay, a.n_in, x + r0, rows, out);
+        row_tiles<T, 2>(w, a.n_in, x + r0, rows, out, next, next_bytes);
       else
-        row_tiles<T, 1>(ps, lay, a.n_in, x + r0, rows, out);
+        row_tiles<T, 1>(w, a.n_in, x + r0, rows, out, next, next_bytes);
       for (int q = 0; q < np; ++q)
         for (int64_t r = 0; r < rows; ++r) {
           float* y = a.y + (r0 + r) * a.ldy + (pi + q) * kPanel;
@@ -253,12 +280,18 @@ void product(const QuantMatmulArgs& a) {
 
 template <class T>
 void q32_pack(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
+  const int64_t panels = rows / kPanel, panel_bytes = kPanel * row_bytes;
 #pragma omp parallel
   {
-    std::vector<IntVec> steps;
-    std::vector<uint16_t> d, mins;
+    ReadPanel32 held[2];
 #pragma omp for schedule(static)
-    for (int64_t pi = 0; pi < rows / kPanel; ++pi) pack_panel<T>(w + pi * kPanel * row_bytes, row_bytes, n_in, steps, d, mins);
+    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+      uint8_t* pair = w + 2 * pp * panel_bytes;
+      const int np = 2 * pp + 1 < panels ? 2 : 1;
+      // Both panels read before either is written: their records share the pair's bytes.
+      for (int q = 0; q < np; ++q) read_panel32<T>(pair + q * panel_bytes, row_bytes, n_in, held[q]);
+      for (int q = 0; q < np; ++q) write_panel32<T>(pair, Layout32<T>{.np = np, .q = q}, n_in, held[q]);
+    }
   }
 }
 

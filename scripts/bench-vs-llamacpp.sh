@@ -4,7 +4,8 @@
 # 1 GiB, the int8 dot-product and fp32 FMA peaks). For each type of the ~110M synthetic shape:
 # prompt-512 and one-stream decode (llama-bench -p 512 -n 128 against kvserve-bench-engine
 # --prompt-len 512 --gen 128), and batched decode at 16 and 64 sequences of 128 + 128 tokens
-# (llama-batched-bench, when built, against kvserve-bench-engine --batches 16,64).
+# (llama-batched-bench, when built, against kvserve-bench-engine --batches 16,64). Both keep
+# the K/V cache in F16 (llama.cpp's default).
 # LLAMA_CPP_BIN: the directory of llama-bench (and llama-batched-bench), built outside the
 # project (docs/performance.md says how). Writes bench-results/vs-llamacpp.md.
 # Usage: LLAMA_CPP_BIN=DIR scripts/bench-vs-llamacpp.sh [--quick] [TYPES...]  (default q4_k_m q8_0 f16)
@@ -32,7 +33,7 @@ for t in "${types[@]}"; do
       "$LLAMA_CPP_BIN/llama-batched-bench" -m "$file" -c 16384 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 16,64 \
         -t "$threads" --output-format jsonl 2> /dev/null | grep '^{' > "$out/vs-llamacpp/$t-llama-batched-$r.jsonl" || true
     fi
-    "$build/engine/kvserve-bench-engine" --model "$file" --prompt-len 512 --gen 128 --batches 16,64 \
+    "$build/engine/kvserve-bench-engine" --model "$file" --kv-dtype f16 --prompt-len 512 --gen 128 --batches 16,64 \
       --batch-prompt 128 --batch-gen 128 --json "$out/vs-llamacpp/$t-kvserve-$r.json" > /dev/null 2>&1
   done
 done

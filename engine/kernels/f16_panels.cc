@@ -30,6 +30,8 @@ using panel::kPanel;
 using panel::kPanelAhead;
 using panel::prefetch_l2;
 using panel::LineRequests;
+using panel::pair_count;
+using panel::pair_size;
 
 // R activation rows (x: [R, ldx]) times the P panels of the pair at w (P = 2, or 1 for a lone
 // last panel; n_in columns, column k of panel p at 32 * (P * k + p) bytes): out[p * R + r]
@@ -86,7 +88,7 @@ void pair_rows(const QuantMatmulArgs& a, int64_t pp, int64_t r0, int rows, const
   const uint8_t* w = a.w + pi * panel_bytes;
   const float* x = a.x + r0 * a.n_in;
   __m512 out[2 * 4];
-  const int np = pi + 1 < panels ? 2 : 1;
+  const int np = pair_size(pp, panels);
   if (np == 2)
     row_tile<2>(w, x, a.n_in, rows, out, next, next_bytes);
   else
@@ -102,23 +104,19 @@ void pair_rows(const QuantMatmulArgs& a, int64_t pp, int64_t r0, int rows, const
 }  // namespace
 
 void f16_panels_matmul(const QuantMatmulArgs& a) {
-  const int64_t pairs = (a.n_out / kPanel + 1) / 2;
+  const int64_t panels = a.n_out / kPanel;
   if (a.m <= 8) {
-    // Each thread a contiguous run of pairs: one stream through memory; the last pair asks for
-    // what the caller reads next.
-#pragma omp parallel for schedule(static)
-    for (int64_t pp = 0; pp < pairs; ++pp) {
-      const bool last = pp + 1 == pairs;
+    panel::pair_runs(panels, a.then, a.then_bytes, [&](int64_t pp, const uint8_t* then, int64_t then_bytes) {
       for (int64_t r0 = 0; r0 < a.m; r0 += 4)
-        pair_rows(a, pp, r0, static_cast<int>(std::min<int64_t>(4, a.m - r0)), last && r0 == 0 ? a.then : nullptr,
-                  last && r0 == 0 ? a.then_bytes : 0);
-    }
+        pair_rows(a, pp, r0, static_cast<int>(std::min<int64_t>(4, a.m - r0)), r0 == 0 ? then : nullptr,
+                  r0 == 0 ? then_bytes : 0);
+    });
     return;
   }
   // More rows: compute, not the read, bounds them; pairs handed out one at a time, each read
   // from cache after its first row tile.
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t pp = 0; pp < pairs; ++pp)
+  for (int64_t pp = 0; pp < pair_count(panels); ++pp)
     for (int64_t r0 = 0; r0 < a.m; r0 += 4)
       pair_rows(a, pp, r0, static_cast<int>(std::min<int64_t>(4, a.m - r0)), nullptr, 0);
 }
@@ -129,9 +127,9 @@ void pack_f16_panels(uint8_t* w, int64_t rows, int64_t n_in) {
   {
     std::vector<uint16_t> rows16(static_cast<size_t>(2 * kPanel * n_in));
 #pragma omp for schedule(static)
-    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+    for (int64_t pp = 0; pp < pair_count(panels); ++pp) {
       uint8_t* at = w + 2 * pp * kPanel * row_bytes;
-      const int64_t np = 2 * pp + 1 < panels ? 2 : 1;
+      const int64_t np = pair_size(pp, panels);
       std::memcpy(rows16.data(), at, static_cast<size_t>(np * kPanel * row_bytes));
       auto* out = reinterpret_cast<uint16_t*>(at);
       for (int64_t k = 0; k < n_in; ++k)
@@ -146,7 +144,7 @@ void dequantize_f16_panels(const uint8_t* w, int64_t rows, int64_t n_in, float* 
   const int64_t cols16 = n_in / 16 * 16, panels = rows / kPanel;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < panels; ++p) {
-    const int64_t np = p / 2 * 2 + 1 < panels ? 2 : 1, q = p % 2;
+    const int64_t np = pair_size(p / 2, panels), q = p % 2;
     // Column k of this panel at src + np * kPanel * k: [n_in, 16], np panels interleaved.
     const auto* src = reinterpret_cast<const uint16_t*>(w + p / 2 * 2 * kPanel * 2 * n_in) + q * kPanel;
     float* dst = out + p * kPanel * n_in;  // [16, n_in]

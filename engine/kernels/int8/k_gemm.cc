@@ -11,8 +11,6 @@
 
 #include "kernels/intrinsics.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -302,7 +300,7 @@ struct KLayout {
   int64_t q = 0;   // this panel's place in them
   KLayout() = default;
   // Panel `panel` of `panels`.
-  KLayout(int64_t panel, int64_t panels) : np(panel / 2 * 2 + 1 < panels ? 2 : 1), q(panel % 2) {}
+  KLayout(int64_t panel, int64_t panels) : np(pair_size(panel / 2, panels)), q(panel % 2) {}
   // Where this panel's parts of super-block k start, in bytes from its pair's first; the
   // levels' and high's lines are stride() apart.
   int64_t record(int64_t k) const { return np * kRecord * k; }
@@ -527,18 +525,10 @@ struct PackedSource {
 template <Kind kKind>
 void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
   const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
-  const int64_t pairs = (panels + 1) / 2;
   if (a.m <= 2 * kTile) {
-    // Each thread a contiguous run of pairs: one stream through memory (KLayout), which
-    // measured faster out of the cache than groups handed out one at a time.
-    // The last pair asks for what the caller reads next.
-#pragma omp parallel for schedule(static)
-    for (int64_t pp = 0; pp < pairs; ++pp) {
+    pair_runs(panels, a.then, a.then_bytes, [&](int64_t pp, const uint8_t* then, int64_t then_bytes) {
       const int64_t pi = 2 * pp;
-      const bool last = pp + 1 == pairs;
-      const uint8_t* then = last ? a.then : nullptr;
-      const int64_t then_bytes = last ? a.then_bytes : 0;
-      if (pi + 1 < panels) {
+      if (pair_size(pp, panels) == 2) {
         PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, panels),
                                       PackedSource<kKind>(a.w, panel_bytes, pi + 1, panels)};
         for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
@@ -548,7 +538,7 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
         for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
           panel_rows<kKind, 1>(&src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
       }
-    }
+    });
     return;
   }
   // More rows: each panel's levels and scales expanded once into the thread's buffers, then
@@ -559,9 +549,9 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
     thread_local Panel held[2];
     for (Panel& p : held) p.size_for(a.n_in, kSub);
 #pragma omp for schedule(static)
-    for (int64_t pp = 0; pp < pairs; ++pp) {
+    for (int64_t pp = 0; pp < pair_count(panels); ++pp) {
       const int64_t pi = 2 * pp;
-      const int np = pi + 1 < panels ? 2 : 1;
+      const int np = pair_size(pp, panels);
       for (int q = 0; q < np; ++q) {
         Panel& p = held[q];
         PackedSource<kKind> src(a.w, panel_bytes, pi + q, panels);
@@ -592,9 +582,9 @@ void pack_kpanels_of(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) 
     ReadPanel held[2];
     for (ReadPanel& r : held) r.p.size_for(n_in, kSubBlocks<kKind>);
 #pragma omp for schedule(static)
-    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+    for (int64_t pp = 0; pp < pair_count(panels); ++pp) {
       uint8_t* pair = w + 2 * pp * panel_bytes;
-      const int np = 2 * pp + 1 < panels ? 2 : 1;
+      const int np = pair_size(pp, panels);
       // Both panels read before either is written: their records share the pair's bytes.
       for (int q = 0; q < np; ++q) read_kpanel<kKind>(pair + q * panel_bytes, row_bytes, blocks, held[q]);
       for (int q = 0; q < np; ++q) write_kpanel<kKind>(pair, KLayout<kKind>(2 * pp + q, panels), blocks, held[q]);

@@ -40,6 +40,26 @@ class LineRequests {
   int64_t step_;  // bytes a call, a multiple of 64
 };
 
+// Packed panels go in pairs, the last alone where their number is odd (each type's layout
+// keeps a pair's bytes in the order a product over both reads them): the pairs of `panels`
+// panels, and the panels in pair pp.
+inline int64_t pair_count(int64_t panels) { return (panels + 1) / 2; }
+inline int pair_size(int64_t pp, int64_t panels) { return 2 * pp + 1 < panels ? 2 : 1; }
+
+// The pairs of a product of few rows, each thread a contiguous run of them: one stream through
+// memory, which out of the cache reads faster than groups handed out one at a time
+// (docs/performance.md). work(pp, then, then_bytes): then is what the caller reads next
+// (QuantMatmulArgs::then) for the last pair, null for the others.
+template <class Work>
+inline void pair_runs(int64_t panels, const uint8_t* then, int64_t then_bytes, Work&& work) {
+  const int64_t pairs = pair_count(panels);
+#pragma omp parallel for schedule(static)
+  for (int64_t pp = 0; pp < pairs; ++pp) {
+    const bool last = pp + 1 == pairs;
+    work(pp, last ? then : nullptr, last ? then_bytes : 0);
+  }
+}
+
 // r[0..16) rows of 16 dwords to columns, in place: afterwards r[c] lane i = (before) r[i] lane c.
 inline void transpose16(__m512i* r) {
   __m512i t[16], u[16];

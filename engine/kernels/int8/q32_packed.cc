@@ -45,27 +45,20 @@ namespace {
 using namespace panel;
 using int8::Row32;
 
-// Where panel q of a pair (np panels: 2, or 1 for a lone last one) keeps its parts of block b,
-// in bytes from the pair's first.
+// Where a panel of a pair (np panels: 2, or 1 for a lone last one) keeps its parts: block b's
+// record starts np * kRecord * b bytes from the pair's first.
 template <class T>
 struct Layout32 {
   static constexpr int64_t kScales = 32, kMins = T::has_min ? 32 : 0, kMasks = T::bits == 5 ? 64 : 0;
   static constexpr int64_t kLevels = T::bits == 8 ? 512 : 256;
   static constexpr int64_t kChunk = kLevels / 4;  // one panel's levels of a pair of steps
   static constexpr int64_t kRecord = kScales + kMins + kMasks + kLevels;  // one panel's bytes a block
-  int64_t np = 1;  // panels sharing the records: 2, or 1 for the last where their number is odd
-  int64_t q = 0;   // this panel's place in them
-  // Offsets inside one record (np panels' block), for constant np and q.
+  // Offsets inside one record (np panels' block), of panel q of the np.
   static constexpr int64_t scales_in(int64_t /*np*/, int64_t q) { return kScales * q; }
   static constexpr int64_t mins_in(int64_t np, int64_t q) { return np * kScales + kMins * q; }
   static constexpr int64_t masks_in(int64_t np, int64_t q) { return np * (kScales + kMins) + kMasks * q; }
-  static constexpr int64_t levels_in(int64_t np, int64_t q, int u) { return np * (kScales + kMins + kMasks + kChunk * u) + kChunk * q; }
-  int64_t record(int64_t b) const { return np * kRecord * b; }
-  int64_t scales(int64_t b) const { return record(b) + scales_in(np, q); }
-  int64_t mins(int64_t b) const { return record(b) + mins_in(np, q); }
-  int64_t masks(int64_t b) const { return record(b) + masks_in(np, q); }
   // Steps 2u, 2u + 1.
-  int64_t levels(int64_t b, int u) const { return record(b) + levels_in(np, q, u); }
+  static constexpr int64_t levels_in(int64_t np, int64_t q, int u) { return np * (kScales + kMins + kMasks + kChunk * u) + kChunk * q; }
 };
 
 // Levels of two blocks in value order, as stored: the type's levels, a lookup type's indices.
@@ -105,21 +98,23 @@ void read_panel32(const uint8_t* w, int64_t row_bytes, int64_t n_in, ReadPanel32
     }
 }
 
-// r as panel lay.q of the pair at w.
+// r as panel q of the np of the pair at w.
 template <class T>
-void write_panel32(uint8_t* w, const Layout32<T>& lay, int64_t n_in, const ReadPanel32& r) {
+void write_panel32(uint8_t* w, int np, int q, int64_t n_in, const ReadPanel32& r) {
+  using L = Layout32<T>;
   const __m512i nib = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < n_in / 32; ++b) {
     const __m512i* s = &r.steps[8 * b].v;
-    std::memcpy(w + lay.scales(b), &r.d[16 * b], 32);
-    if constexpr (T::has_min) std::memcpy(w + lay.mins(b), &r.mins[16 * b], 32);
+    uint8_t* rec = w + np * L::kRecord * b;
+    std::memcpy(rec + L::scales_in(np, q), &r.d[16 * b], 32);
+    if constexpr (T::has_min) std::memcpy(rec + L::mins_in(np, q), &r.mins[16 * b], 32);
     if constexpr (T::bits == 5)
       for (int t = 0; t < 8; ++t) {
         const uint64_t bits = _mm512_test_epi8_mask(s[t], _mm512_set1_epi8(0x10));
-        std::memcpy(w + lay.masks(b) + 8 * t, &bits, 8);
+        std::memcpy(rec + L::masks_in(np, q) + 8 * t, &bits, 8);
       }
     for (int u = 0; u < 4; ++u) {
-      uint8_t* at = w + lay.levels(b, u);
+      uint8_t* at = rec + L::levels_in(np, q, u);
       if constexpr (T::bits == 8) {
         _mm512_storeu_si512(at, s[2 * u]);
         _mm512_storeu_si512(at + 64, s[2 * u + 1]);
@@ -219,8 +214,8 @@ void tile(const uint8_t* w, int64_t n_in, const Row32* x, __m512* out, const uin
     for (int r = 0; r < R; ++r) out[p * R + r] = acc[p][r];
 }
 
-// tile() at a height of `rows` (1..kTile) activation rows. Without next, tile's requests are
-// compiled away (the common case: a row tile short of registers runs faster without them).
+// tile() at a height of `rows` (1..kTile) activation rows. Without next (every pair but a
+// product's last), tile is called with its requests compiled away.
 template <class T, int P>
 void row_tiles(const uint8_t* w, int64_t n_in, const Row32* x, int64_t rows, __m512* out, const uint8_t* next,
                int64_t next_bytes) {
@@ -247,21 +242,18 @@ void product(const QuantMatmulArgs& a) {
 #pragma omp parallel for schedule(static) if (a.m > 4)
   for (int64_t r = 0; r < a.m; ++r)
     x[r] = int8::round_row32(a.x + r * a.n_in, a.n_in, static_cast<uint8_t*>(a.scratch) + r * stride);
-  // Each thread a contiguous run of pairs of panels: one stream through memory (Layout32), and
-  // each activation broadcast loaded once for both panels of a pair. Rows 4 at a time over a
-  // pair while it is in cache. The last pair asks for what the caller reads next.
-  const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel, pairs = (panels + 1) / 2;
-#pragma omp parallel for schedule(static)
-  for (int64_t pp = 0; pp < pairs; ++pp) {
+  // Each thread a contiguous run of pairs (pair_runs), each activation broadcast loaded once for
+  // both panels of a pair; rows 4 at a time over a pair while it is in cache.
+  const int64_t panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
+  pair_runs(panels, a.then, a.then_bytes, [&](int64_t pp, const uint8_t* then, int64_t then_bytes) {
     const int64_t pi = 2 * pp;
     const uint8_t* w = a.w + pi * panel_bytes;
-    const int np = pi + 1 < panels ? 2 : 1;
-    const bool last = pp + 1 == pairs;
+    const int np = pair_size(pp, panels);
     for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
       __m512 out[2 * kTile];
       const int64_t rows = std::min<int64_t>(kTile, a.m - r0);
-      const uint8_t* next = last && r0 == 0 ? a.then : nullptr;
-      const int64_t next_bytes = next ? a.then_bytes : 0;
+      const uint8_t* next = r0 == 0 ? then : nullptr;
+      const int64_t next_bytes = next ? then_bytes : 0;
       if (np == 2)
         row_tiles<T, 2>(w, a.n_in, x + r0, rows, out, next, next_bytes);
       else
@@ -273,7 +265,7 @@ void product(const QuantMatmulArgs& a) {
           _mm512_storeu_ps(y, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(y), v) : v);
         }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -285,12 +277,12 @@ void q32_pack(uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_in) {
   {
     ReadPanel32 held[2];
 #pragma omp for schedule(static)
-    for (int64_t pp = 0; pp < (panels + 1) / 2; ++pp) {
+    for (int64_t pp = 0; pp < pair_count(panels); ++pp) {
       uint8_t* pair = w + 2 * pp * panel_bytes;
-      const int np = 2 * pp + 1 < panels ? 2 : 1;
+      const int np = pair_size(pp, panels);
       // Both panels read before either is written: their records share the pair's bytes.
       for (int q = 0; q < np; ++q) read_panel32<T>(pair + q * panel_bytes, row_bytes, n_in, held[q]);
-      for (int q = 0; q < np; ++q) write_panel32<T>(pair, Layout32<T>{.np = np, .q = q}, n_in, held[q]);
+      for (int q = 0; q < np; ++q) write_panel32<T>(pair, np, q, n_in, held[q]);
     }
   }
 }

@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <set>
 #include <stdexcept>
 
 #include "gguf/gguf_writer.h"
+#include "model/synthetic_copier.h"
 #include "gguf/quant_presets.h"
 #include "codecs/convert.h"
 
@@ -27,10 +29,13 @@ struct Rng {
 };
 
 // Encoded through the type table, so every type the writer can produce is available here.
-void fill(uint8_t* out, uint64_t n, TensorType type, uint64_t seed, float scale, bool ones) {
+// `design` (may be empty) then sets the entries a copier's circuit needs.
+void fill(uint8_t* out, uint64_t n, TensorType type, uint64_t seed, float scale, bool ones,
+          const std::function<void(std::vector<float>&)>& design) {
   Rng rng{seed};
   std::vector<float> values(n);
   for (float& x : values) x = ones ? 1.0f : rng.uniform() * scale;
+  if (design) design(values);
   const TensorTypeTraits& t = tensor_type(type);
   if (!t.from_float) throw GgufError(std::string("synthetic model: cannot write ") + t.name + " weights");
   t.from_float(values.data(), out, static_cast<int64_t>(n));
@@ -72,6 +77,7 @@ void validate(const SyntheticSpec& s) {
   need((s.head_dim ? s.head_dim : s.dim / s.heads) % 2 == 0, "head dimension must be even for rotary embedding");
   need(s.arch != "gemma3" || (s.window > 0 && s.window_period > 0), "window and window-period must be positive");
   need(s.vocab >= 259, "vocab must be at least 259 (3 special tokens and 256 byte tokens)");
+  if (s.copier) validate_copier(s);
 }
 
 namespace {
@@ -167,11 +173,17 @@ class Synth {
     uint64_t n = 1;
     for (uint64_t x : dims) n *= x;
     const TensorType type = norm ? TensorType::kF32 : s_.dtype;
-    // Uniform weights scaled by 1/sqrt(fan_in) keep activations of every layer near unit size.
-    const float scale = norm ? 0.0f : (tname == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(float(dims[0])));
+    // Uniform weights scaled by 1/sqrt(fan_in) keep activations of every layer near unit size;
+    // a copier's are small noise around its circuit.
+    float scale = norm ? 0.0f : (tname == "token_embd.weight" ? 1.0f : 1.0f / std::sqrt(float(dims[0])));
+    std::function<void(std::vector<float>&)> design;
+    if (s_.copier && !norm) {
+      scale = kCopierNoise / std::sqrt(float(dims[0]));
+      design = [spec = s_, tname, dims](std::vector<float>& v) { copier_weights(spec, tname, dims, v); };
+    }
     const uint64_t seed = ++tensor_seed_;
     w_.add_tensor(tname, std::move(dims), type,
-                  [n, type, seed, scale, norm](uint8_t* out) { fill(out, n, type, seed, scale, norm); });
+                  [n, type, seed, scale, norm, design](uint8_t* out) { fill(out, n, type, seed, scale, norm, design); });
   }
   // A SwiGLU FFN of width ff under names ffn_{gate,up,down}<suffix>.
   void swiglu(const std::string& p, uint64_t ff, const std::string& suffix = "") {
@@ -257,8 +269,8 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
   const int32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.heads;
   const bool gemma = s.arch == "gemma3", head_norms = s.arch != "llama", moe = s.arch == "qwen3moe";
   char name[160];
-  std::snprintf(name, sizeof(name), "kvserve-synthetic-%s-d%d-l%d-h%d-kv%d", s.arch.c_str(), s.dim, s.layers, s.heads,
-                s.kv_heads);
+  std::snprintf(name, sizeof(name), "kvserve-synthetic-%s%s-d%d-l%d-h%d-kv%d", s.arch.c_str(), s.copier ? "-copier" : "",
+                s.dim, s.layers, s.heads, s.kv_heads);
   Synth m(s);
   m.header(name);
   GgufWriter& w = m.w();
@@ -269,7 +281,7 @@ void write_synthetic_model(const SyntheticSpec& s, const std::string& path) {
   } else {
     w.add(m.key("rope.dimension_count"), GgufValue::u32(head_dim));
   }
-  w.add(m.key("rope.freq_base"), GgufValue::f32(head_norms ? 1e6f : 10000.0f));
+  w.add(m.key("rope.freq_base"), GgufValue::f32(s.copier ? kCopierRopeBase : head_norms ? 1e6f : 10000.0f));
   if (gemma) {
     w.add(m.key("rope.freq_base_swa"), GgufValue::f32(10000.0f));
     w.add(m.key("attention.sliding_window"), GgufValue::u32(s.window));

@@ -41,6 +41,8 @@ struct SyntheticSpec {
   // Tokens past its own, up to `vocab`, are two of its tokens joined: text the encoder never
   // makes but a model may sample, as large vocabularies' long pieces are.
   std::string vocab_from = {};
+  // Llama only: weights that copy the context (model/synthetic_copier.h) instead of random ones.
+  bool copier = false;
 };
 
 // Throws std::invalid_argument naming the field when the shape is impossible.

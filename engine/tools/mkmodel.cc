@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", spec.seed, "weight seed")->capture_default_str();
   app.add_flag("--tied", spec.tied_output, "no output.weight: the embedding is the classifier");
+  app.add_flag("--copier", spec.copier,
+               "llama: weights that copy the context (greedy: the token that followed the last two tokens before)");
   CLI11_PARSE(app, argc, argv);
   try {
     kvserve::write_synthetic_model(spec, out, dtype);

@@ -20,8 +20,9 @@
 namespace kvserve {
 namespace {
 
-TEST(CopierRule, FollowsTheLastTwoTokensThenTheLastOne) {
+TEST(CopierRule, FollowsTheLongestEarlierMatch) {
   EXPECT_EQ(copier_next_token({5, 6, 7, 5, 6}), 7);          // (5, 6) was followed by 7
+  EXPECT_EQ(copier_next_token({1, 2, 3, 7, 9, 2, 3, 8, 1, 2, 3}), 7);  // (1, 2, 3) by 7, (2, 3) also by 8
   EXPECT_EQ(copier_next_token({9, 2, 3, 8, 2}), 3);          // (8, 2) never: 2 was followed by 3
   EXPECT_EQ(copier_next_token({1, 2, 3, 1, 2, 4, 1, 2}), -1);  // (1, 2) was followed by 3 and by 4
   EXPECT_EQ(copier_next_token({1, 2, 3, 4, 1, 2, 3, 5, 3}), -1);  // 3 by 4 and by 5, (5, 3) never
@@ -36,7 +37,7 @@ SyntheticSpec small_copier() {
   s.dim = 512;
   s.layers = 3;  // the circuit's two, and one of noise
   s.heads = 4;
-  s.kv_heads = 2;  // grouped queries: the two positional heads share a KV head
+  s.kv_heads = 2;  // grouped queries: positional heads share a KV head
   s.ffn = 128;
   s.vocab = 2048;
   s.context = 512;
@@ -46,10 +47,12 @@ SyntheticSpec small_copier() {
 TEST(Copier, RefusesShapesWithoutRoomForTheCircuit) {
   SyntheticSpec s = small_copier();
   s.heads = 8;  // head dimension 64: too few slow rotary pairs
+  s.kv_heads = 2;
   EXPECT_THROW(validate(s), std::invalid_argument);
   s = small_copier();
   s.dim = 384;
   s.heads = 3;  // head dimension 128, but no room for the slots
+  s.kv_heads = 3;
   EXPECT_THROW(validate(s), std::invalid_argument);
   s = small_copier();
   s.tied_output = true;
@@ -60,7 +63,7 @@ TEST(Copier, RefusesShapesWithoutRoomForTheCircuit) {
   EXPECT_NO_THROW(validate(small_copier()));
 }
 
-// A document drawn from 40 tokens (so two-token patterns recur and the rule is sometimes
+// A document drawn from 12 tokens (so short patterns recur and the rule is often
 // ambiguous), then a separator and the document's first two tokens: greedy decoding should
 // copy the rest of it.
 class CopierTypes : public ::testing::TestWithParam<std::string> {};
@@ -75,7 +78,7 @@ TEST_P(CopierTypes, GreedyDecodingFollowsTheRule) {
     testing::ModelRunner runner(model, 16, 64);
     std::mt19937 rng(11);
     std::vector<int32_t> tokens = {1};
-    for (int i = 0; i < 200; ++i) tokens.push_back(static_cast<int32_t>(300 + rng() % 40));
+    for (int i = 0; i < 200; ++i) tokens.push_back(static_cast<int32_t>(300 + rng() % 12));
     tokens.push_back(2000);
     tokens.push_back(tokens[1]);
     tokens.push_back(tokens[2]);
@@ -96,7 +99,7 @@ TEST_P(CopierTypes, GreedyDecodingFollowsTheRule) {
       chunk = 1;
     }
     EXPECT_EQ(followed, named);
-    EXPECT_GE(named, steps * 8 / 10) << "the rule named the next token too seldom for the test to mean much";
+    EXPECT_GE(named, steps * 7 / 10) << "the rule named the next token too seldom for the test to mean much";
     std::printf("%s: the rule named %d of %d next tokens; the model chose them all\n", GetParam().c_str(), named, steps);
   }
   std::filesystem::remove(path);

@@ -84,8 +84,10 @@ struct Run {
 // Part 2: `streams` greedy streams of n tokens after `prompt` at once, `requests` times, on a
 // fresh engine; tokens per second over all streams.
 Run end_to_end(const std::string& path, const std::string& method, const std::string& draft,
-               const std::vector<int32_t>& prompt, int n, int requests, int streams, int threads, int num_tokens) {
+               const std::vector<int32_t>& prompt, int n, int requests, int streams, int threads, int num_tokens,
+               const std::string& kv_dtype) {
   kvserve::EngineOptions o;
+  o.cache.dtype = kv_dtype;
   o.model.path = path;
   o.model.num_threads = threads;
   o.cache.memory_bytes = int64_t{1} << 30;
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kvserve-bench-speculative: speculative decoding's verification cost and one-stream speed"};
   std::string model, prompt_file, prompt_text = "Once upon a time";
   int context = 512, reps = 30, tokens = 256, requests = 3, rounds = 2, threads = 0, num_tokens = 4;
+  std::string kv_dtype = "f32";
   app.add_option("--model", model, "GGUF file")->required();
   app.add_option("--context", context, "tokens in the cache when the verification pass runs");
   app.add_option("--reps", reps, "timed passes per K");
@@ -144,6 +147,7 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "alternating off/ngram rounds");
   app.add_option("--threads", threads, "compute threads (0 = the CPUs this process may use)");
   app.add_option("--num-tokens", num_tokens, "speculative.num_tokens (K at most)");
+  app.add_option("--kv-dtype", kv_dtype, "cache.dtype of the stream runs (f32, f16 or q8_0)")->capture_default_str();
   std::string method = "ngram", draft;
   int streams = 1;
   app.add_option("--method", method, "the proposer timed against off")->check(CLI::IsMember({"ngram", "draft"}));
@@ -182,8 +186,9 @@ int main(int argc, char** argv) {
     std::vector<double> off, on;
     int64_t proposed = 0, accepted = 0;
     for (int r = 0; r < rounds; ++r) {
-      off.push_back(end_to_end(model, "off", draft, prompt, tokens, requests, streams, threads, num_tokens).tokens_per_s);
-      const Run s = end_to_end(model, method, draft, prompt, tokens, requests, streams, threads, num_tokens);
+      off.push_back(
+          end_to_end(model, "off", draft, prompt, tokens, requests, streams, threads, num_tokens, kv_dtype).tokens_per_s);
+      const Run s = end_to_end(model, method, draft, prompt, tokens, requests, streams, threads, num_tokens, kv_dtype);
       on.push_back(s.tokens_per_s);
       proposed += s.proposed;
       accepted += s.accepted;

@@ -7,7 +7,9 @@
 //  2. (--part stream) End to end through the engine: one stream (or --streams concurrent ones), greedy,
 //     speculative.method "off" against --method ("ngram", or "draft" with --draft's file), runs
 //     alternating, on --prompt-file's text (or the model's own continuation of a short prompt):
-//     output tokens per second (all streams together), the ratio, and the acceptance rate.
+//     output tokens per second (all streams together), the ratio, and the acceptance rate. With
+//     one stream the accepted tokens are also counted from the stream (tokens minus steps), and a
+//     count that differs from the engine's counter fails the run.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -79,6 +81,7 @@ std::vector<double> verification_cost(const std::string& path, int context, cons
 struct Run {
   double tokens_per_s = 0;
   int64_t proposed = 0, accepted = 0;
+  int64_t tokens = 0, steps = 0;  // streamed tokens, engine steps
 };
 
 // Part 2: `streams` greedy streams of n tokens after `prompt` at once, `requests` times, on a
@@ -127,6 +130,8 @@ Run end_to_end(const std::string& path, const std::string& method, const std::st
   run.tokens_per_s = tokens / seconds;
   run.proposed = s.spec_draft_tokens_total;
   run.accepted = s.spec_accepted_tokens_total;
+  run.tokens = tokens;
+  run.steps = s.steps_total;
   return run;
 }
 
@@ -184,7 +189,7 @@ int main(int argc, char** argv) {
       prompt = kvserve::Tokenizer(file).encode(text, true);
     }
     std::vector<double> off, on;
-    int64_t proposed = 0, accepted = 0;
+    int64_t proposed = 0, accepted = 0, counted = 0;
     for (int r = 0; r < rounds; ++r) {
       off.push_back(
           end_to_end(model, "off", draft, prompt, tokens, requests, streams, threads, num_tokens, kv_dtype).tokens_per_s);
@@ -192,6 +197,9 @@ int main(int argc, char** argv) {
       on.push_back(s.tokens_per_s);
       proposed += s.proposed;
       accepted += s.accepted;
+      // One stream, requests one after another, each prompt in one step: that step emits one
+      // token and every later step one plus those it accepted, so the stream itself counts them.
+      counted += s.tokens - s.steps;
     }
     double mo = 0, mn = 0;
     for (double x : off) mo += x / off.size();
@@ -203,6 +211,11 @@ int main(int argc, char** argv) {
                 streams, prompt.size(), tokens, method.c_str(), method.c_str(), shown.c_str(), mo, mn, mn / mo,
                 static_cast<long long>(accepted), static_cast<long long>(proposed),
                 proposed ? 100.0 * accepted / proposed : 0.0);
+    if (streams == 1 && counted != accepted) {
+      std::fprintf(stderr, "kvserve-bench-speculative: the engine counted %lld accepted tokens, the stream %lld\n",
+                   static_cast<long long>(accepted), static_cast<long long>(counted));
+      return 1;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvserve-bench-speculative: %s\n", e.what());
     return 1;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "gguf/gguf_writer.h"
+#include "model/splitmix.h"
 #include "model/synthetic_copier.h"
 #include "gguf/quant_presets.h"
 #include "codecs/convert.h"
@@ -16,23 +17,11 @@
 namespace kvserve {
 namespace {
 
-// splitmix64: a tiny deterministic generator, so the same seed gives the same file anywhere.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f; }
-};
-
 // Encoded through the type table, so every type the writer can produce is available here.
 // `design` (may be empty) then sets the entries a copier's circuit needs.
 void fill(uint8_t* out, uint64_t n, TensorType type, uint64_t seed, float scale, bool ones,
           const std::function<void(std::vector<float>&)>& design) {
-  Rng rng{seed};
+  SplitMix64 rng{seed};
   std::vector<float> values(n);
   for (float& x : values) x = ones ? 1.0f : rng.uniform() * scale;
   if (design) design(values);

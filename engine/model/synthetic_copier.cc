@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/splitmix.h"
 #include "model/synthetic.h"
 
 namespace kvserve {
@@ -63,20 +64,9 @@ struct Layout {
   int64_t width() const { return c + uc; }
 };
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double unit() { return (static_cast<double>(next() >> 11) + 0.5) / 9007199254740992.0; }
-};
-
 // A random unit vector of `width` for token t (Box-Muller on splitmix: the same anywhere).
 std::vector<double> code(uint64_t seed, int64_t t, uint64_t salt, int64_t width) {
-  Rng rng{seed * 0x100000001B3ull + static_cast<uint64_t>(t) * 4 + salt};
+  SplitMix64 rng{seed * 0x100000001B3ull + static_cast<uint64_t>(t) * 4 + salt};
   std::vector<double> v(width);
   double norm = 0;
   for (double& x : v) {

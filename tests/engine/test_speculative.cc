@@ -4,6 +4,7 @@
 // to preempt), and proposals are really accepted; sampled requests keep a seed's tokens and end
 // with every block back; requests that turn it off, and configs that are refused by field.
 #include <random>
+#include <regex>
 
 #include "engine_harness.h"
 #include "gguf/gguf.h"
@@ -173,6 +174,96 @@ void expect_seed_repeats_and_opt_out(const std::string& method) {
 TEST(Speculative, SeededSamplingRepeatsAndRequestsCanOptOut) { expect_seed_repeats_and_opt_out("ngram"); }
 
 TEST(Speculative, DraftModelSeededSamplingRepeatsAndRequestsCanOptOut) { expect_seed_repeats_and_opt_out("draft"); }
+
+// What a request asks for besides its tokens behaves as without speculation: a regex
+// constraint, a stop string and log-probabilities (with the top 3) give the same tokens, text,
+// finish reason and log-probabilities, greedy, several requests at once, with each proposer; and
+// proposals were really verified and accepted along the way.
+struct Full {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+  std::vector<TokenLogprob> logprobs;
+};
+
+Full collect_full(QueueSink& sink) {
+  Full f;
+  for (;;) {
+    auto ev = sink.pop(std::chrono::milliseconds(120000));
+    if (!ev) {
+      ADD_FAILURE() << "no final event";
+      return f;
+    }
+    f.tokens.insert(f.tokens.end(), ev->token_ids.begin(), ev->token_ids.end());
+    f.text += ev->text;
+    f.logprobs.insert(f.logprobs.end(), ev->logprobs.begin(), ev->logprobs.end());
+    if (ev->completion) {
+      f.reason = ev->completion->reason;
+      return f;
+    }
+  }
+}
+
+TEST(Speculative, ConstraintsStopStringsAndLogprobsBehaveAsWithout) {
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
+  KVSERVE_REQUIRE_SHARED_FILE(shared_model("quant/stories260K-q4_0.gguf"));
+  std::vector<Request> requests;
+  {
+    GgufFile file(shared_model("stories260K.gguf"));
+    Tokenizer tok(file);
+    const std::vector<int32_t> prompt = tok.encode("Once upon a time", true);
+    Request constrained = greedy_request(prompt, 150);
+    constrained.sampling.constraint.kind = OutputConstraint::Kind::kRegex;
+    constrained.sampling.constraint.text = " (there was a [a-z]+ [a-z]+\\. )([A-Za-z]+[,.]? ){5,15}[a-z]+\\.";
+    constrained.sampling.ignore_eos = false;
+    requests.push_back(constrained);
+    Request stopped = greedy_request(prompt, 250);
+    stopped.sampling.stop = {"park"};
+    stopped.sampling.logprobs = true;
+    stopped.sampling.top_logprobs = 3;
+    requests.push_back(stopped);
+    Request plain = greedy_request(prompt, 200);
+    plain.sampling.logprobs = true;
+    requests.push_back(plain);
+  }
+  auto run = [&](const std::string& method) {
+    Engine engine(options(512, 64, method));
+    std::vector<std::shared_ptr<QueueSink>> sinks;
+    for (const Request& r : requests) {
+      sinks.push_back(std::make_shared<QueueSink>());
+      EXPECT_TRUE(engine.submit(r, sinks.back()).ok());
+    }
+    std::vector<Full> out;
+    for (auto& sink : sinks) out.push_back(collect_full(*sink));
+    engine.shutdown(Engine::Shutdown::kDrain, std::chrono::seconds(5));
+    if (method != "off") {
+      EXPECT_GT(engine.stats().spec_accepted_tokens_total, 20) << method << ": too few proposals accepted to mean much";
+    }
+    return out;
+  };
+  const std::vector<Full> off = run("off");
+  ASSERT_EQ(off[0].reason, FinishReason::kStop) << "the constraint should end the text: " << off[0].text;
+  EXPECT_TRUE(std::regex_match(off[0].text, std::regex(requests[0].sampling.constraint.text))) << off[0].text;
+  ASSERT_EQ(off[1].reason, FinishReason::kStopString) << "the stop string never came: pick one the story reaches";
+  EXPECT_EQ(off[1].text.find("park"), std::string::npos);
+  for (const std::string method : {"ngram", "draft"}) {
+    SCOPED_TRACE(method);
+    const std::vector<Full> on = run(method);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(on[i].tokens, off[i].tokens) << "request " << i;
+      EXPECT_EQ(on[i].text, off[i].text) << "request " << i;
+      EXPECT_EQ(on[i].reason, off[i].reason) << "request " << i;
+      ASSERT_EQ(on[i].logprobs.size(), off[i].logprobs.size()) << "request " << i;
+      for (size_t j = 0; j < on[i].logprobs.size(); ++j) {
+        EXPECT_EQ(on[i].logprobs[j].token, off[i].logprobs[j].token);
+        EXPECT_NEAR(on[i].logprobs[j].logprob, off[i].logprobs[j].logprob, 1e-4f) << "request " << i << " token " << j;
+        ASSERT_EQ(on[i].logprobs[j].top.size(), off[i].logprobs[j].top.size());
+        for (size_t k = 0; k < on[i].logprobs[j].top.size(); ++k)
+          EXPECT_EQ(on[i].logprobs[j].top[k].first, off[i].logprobs[j].top[k].first);
+      }
+    }
+  }
+}
 
 TEST(Speculative, ConfigErrorsNameTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {

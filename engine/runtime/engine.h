@@ -186,10 +186,13 @@ class Engine {
   // what is sampled from its rows; the first that does not is replaced by that sample.
   void propose_drafts();
   // At load: the proposer speculative.method names (none when "off").
-  // Tokens to propose for s now (0: proposing does not pay at its acceptance rate).
-  int32_t proposal_length(const Sequence& s) const;
-  // After a forward pass of decodes only: what a pass over one row each costs lately.
+  // Tokens to propose for s now, in a step of base_rows sequences (0: proposing does not pay at
+  // its acceptance rate).
+  int32_t proposal_length(const Sequence& s, int64_t base_rows) const;
+  // After a forward pass of decodes only: what a pass of that many rows costs lately.
   void note_decode_pass(const SchedulerOutput& plan, double seconds);
+  // A decode pass of `rows` rows against one of `base_rows`, as measured (note_decode_pass).
+  double pass_cost(int64_t base_rows, int64_t rows) const;
   void load_proposer(const ModelLoadOptions& load, int32_t kv_element_bytes, int64_t draft_cache_bytes);
   void verify(const ScheduledChunk& chunk, const float* logits);
   // Applies logit_bias and the grammar's mask to a sequence's logits; false when it ended the
@@ -227,7 +230,11 @@ class Engine {
   double busy_seconds_ = 0, forward_seconds_ = 0;
   // Speculative decoding: verifications, tokens proposed in them, tokens accepted.
   int64_t spec_drafts_total_ = 0, spec_draft_tokens_total_ = 0, spec_accepted_tokens_total_ = 0;
-  double decode_pass_seconds_ = 0;  // a moving average (note_decode_pass)
+  // Decode passes' seconds by their rows (0: none seen), moving averages: what verifying
+  // proposed tokens costs this model on this machine, which the kernels make far from linear.
+  std::vector<double> pass_seconds_by_rows_;
+  int64_t steps_since_plain_pass_ = 0;  // decode steps with proposals since the last without
+  double draft_bytes_share_ = 0;  // a draft's weight bytes a step against the model's
   std::unique_ptr<Proposer> proposer_;              // null when speculative.method is "off"
   DraftModelProposer* draft_ = nullptr;             // proposer_ when it is a draft model
 

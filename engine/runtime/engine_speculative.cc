@@ -6,53 +6,84 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/engine.h"
+#include "sampling/sampler.h"
 #include "speculative/draft_model.h"
 #include "speculative/ngram_proposer.h"
 
 namespace kvserve {
 namespace {
 
-// What one more verified row adds to a decode pass, as a share of it (kvserve-bench-speculative
-// --part cost measures it; docs/performance.md has the figures).
+// What one more verified row is assumed to add to a decode pass, as a share of it, until passes
+// of that many rows have been timed (pass_cost): a low guess, so that longer proposals get tried
+// and timed (kvserve-bench-speculative --part cost measures 0.03-0.25 by model and weight type).
 constexpr double kVerifyRowCost = 0.06;
 // Each verification's weight against the older ones in a sequence's acceptance counts.
 constexpr float kFade = 0.9f;
 // The acceptance rate a sequence starts from, and how many tokens' worth of evidence that is.
 constexpr double kPriorRate = 0.7, kPriorWeight = 2.0;
+// Steps that propose between two that do not (the one-row pass they are weighed against).
+constexpr int64_t kPlainPassEvery = 64;
 // Steps without proposals when proposing does not pay; doubled while it goes on not paying.
 constexpr int32_t kFirstPause = 8, kLongestPause = 64;
 
 // Tokens per unit of time with k proposed tokens, against 1 without: each accepted with
-// probability a (1 + a + ... + a^k tokens a pass) for a pass that costs 1 + k rows' worth of
-// verification and k proposing passes of `draft_cost` each.
-double gain(double a, int32_t k, double draft_cost) {
+// probability a (1 + a + ... + a^k tokens a pass) for a pass of 1 + k rows that costs
+// `verify_cost` passes of one row, and k proposing passes of `draft_cost` each.
+double gain(double a, int32_t k, double verify_cost, double draft_cost) {
   double tokens = 0, p = 1;
   for (int32_t i = 0; i <= k; ++i, p *= a) tokens += p;
-  return tokens / (1.0 + k * (kVerifyRowCost + draft_cost));
+  return tokens / (verify_cost + k * draft_cost);
 }
+
+// Greedy requests get the same tokens whatever is proposed (Sampler: exactly greedy below this).
+bool is_greedy(const SamplingParams& p) { return p.temperature < kGreedyBelowTemperature; }
 
 }  // namespace
 
-int32_t Engine::proposal_length(const Sequence& s) const {
+int32_t Engine::proposal_length(const Sequence& s, int64_t base_rows) const {
   const double a = (s.draft_hits + kPriorRate * kPriorWeight) / (s.draft_hits + s.draft_misses + kPriorWeight);
-  const double draft_cost = decode_pass_seconds_ > 0 ? proposer_->pass_seconds() / decode_pass_seconds_ : 0.0;
+  // Greedy output is the same whatever is proposed, so its lengths may follow the clock. A
+  // sampled request's draws depend on what was proposed, so that a seed repeats its tokens its
+  // lengths follow only its own acceptance and fixed costs: kVerifyRowCost a row, and a draft
+  // pass at the draft's share of the bytes a step streams.
+  const bool timed = is_greedy(s.request.sampling);
+  const double base = base_rows < static_cast<int64_t>(pass_seconds_by_rows_.size()) ? pass_seconds_by_rows_[base_rows] : 0.0;
+  const double draft_cost = !timed ? draft_bytes_share_ : base > 0 ? proposer_->pass_seconds() / base : 0.0;
   int32_t best = 0;
   double best_gain = 1.0;
   for (int32_t k = 1; k <= options_.speculative.num_tokens; ++k) {
-    const double g = gain(a, k, draft_cost);
+    const double verify_cost = timed ? pass_cost(base_rows, base_rows + k) : 1.0 + kVerifyRowCost * k;
+    const double g = gain(a, k, verify_cost, draft_cost);
     if (g > best_gain) best = k, best_gain = g;
   }
   return best;
 }
 
+double Engine::pass_cost(int64_t base_rows, int64_t rows) const {
+  const std::vector<double>& t = pass_seconds_by_rows_;
+  const int64_t last = static_cast<int64_t>(t.size()) - 1;
+  if (base_rows > last || t[base_rows] <= 0) return 1.0 + kVerifyRowCost * static_cast<double>(rows - base_rows);
+  // The nearest count at or below `rows` that has been timed, plus the guess for the rest.
+  for (int64_t r = std::min(rows, last); r > base_rows; --r)
+    if (t[r] > 0) return std::max(1.0, t[r] / t[base_rows]) + kVerifyRowCost * static_cast<double>(rows - r);
+  return 1.0 + kVerifyRowCost * static_cast<double>(rows - base_rows);
+}
+
 void Engine::note_decode_pass(const SchedulerOutput& plan, double seconds) {
-  int64_t drafts = 0;
+  int64_t rows = 0, drafts = 0;
   for (const ScheduledChunk& c : plan.chunks) {
     if (c.n_tokens - c.n_draft != 1 || c.seq->num_computed + 1 != static_cast<int64_t>(c.seq->tokens.size())) return;
+    rows += c.n_tokens;
     drafts += c.n_draft;
   }
-  const double one_row = seconds / (1.0 + kVerifyRowCost * static_cast<double>(drafts));
-  decode_pass_seconds_ = decode_pass_seconds_ > 0 ? 0.9 * decode_pass_seconds_ + 0.1 * one_row : one_row;
+  const SpeculativeOptions& spec = options_.speculative;
+  if (pass_seconds_by_rows_.empty())
+    pass_seconds_by_rows_.assign(static_cast<size_t>(spec.max_batch) * (1 + spec.num_tokens) + 1, 0.0);
+  if (rows < static_cast<int64_t>(pass_seconds_by_rows_.size())) {
+    double& avg = pass_seconds_by_rows_[rows];
+    avg = avg > 0 ? 0.9 * avg + 0.1 * seconds : seconds;
+  }
+  steps_since_plain_pass_ = drafts == 0 ? 0 : steps_since_plain_pass_ + 1;
 }
 
 void Engine::load_proposer(const ModelLoadOptions& load, int32_t kv_element_bytes, int64_t draft_cache_bytes) {
@@ -82,6 +113,7 @@ void Engine::load_proposer(const ModelLoadOptions& load, int32_t kv_element_byte
                         std::to_string(hp.n_params) + " parameters, " + hp.file_types + "; its cache " +
                         std::to_string(draft->num_blocks()) + " blocks, " + std::to_string(draft->cache_bytes()) +
                         " bytes; " + common + ")";
+    draft_bytes_share_ = static_cast<double>(hp.bytes_per_step) / static_cast<double>(model_->hparams().bytes_per_step);
     proposer_ = std::move(draft);
   } else {
     info_.speculative = "off";
@@ -91,18 +123,26 @@ void Engine::load_proposer(const ModelLoadOptions& load, int32_t kv_element_byte
 void Engine::propose_drafts() {
   const SpeculativeOptions& spec = options_.speculative;
   const std::vector<Sequence*>& running = scheduler_->running();
-  const bool on = proposer_ && static_cast<int32_t>(running.size()) <= spec.max_batch;
+  const int64_t n = static_cast<int64_t>(running.size());
+  // Now and then, and until one has been timed, a step of as many sequences without proposals:
+  // the pass that proposals are weighed against (pass_cost), which steps that always propose
+  // would never time again.
+  const bool plain_due = spec.adaptive && (steps_since_plain_pass_ >= kPlainPassEvery ||
+                                           n >= static_cast<int64_t>(pass_seconds_by_rows_.size()) ||
+                                           pass_seconds_by_rows_[n] <= 0);
+  const bool on = proposer_ && n <= spec.max_batch;
   std::vector<ProposalRequest> requests;
   for (Sequence* s : running) {
     s->draft.clear();
     if (!on || s->num_uncomputed() != 1 || !s->request.sampling.speculative) continue;
+    if (plain_due && is_greedy(s->request.sampling)) continue;
     if (s->draft_pause > 0) {
       --s->draft_pause;
       continue;
     }
     // The length that gains most at this sequence's acceptance rate and what proposing costs;
     // none pays: one token now, to see whether that changes, then a pause.
-    int32_t k = spec.adaptive ? proposal_length(*s) : spec.num_tokens;
+    int32_t k = spec.adaptive ? proposal_length(*s, n) : spec.num_tokens;
     if (k == 0) {
       s->draft_backoff = std::clamp(s->draft_backoff * 2, kFirstPause, kLongestPause);
       s->draft_pause = s->draft_backoff;

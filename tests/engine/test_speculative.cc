@@ -142,10 +142,12 @@ TEST(Speculative, DraftModelOneStreamTakesFewerStepsThanTokens) { expect_fewer_s
 
 // A seed gives the same tokens run after run with speculation on (the accept/replace draws come
 // from the request's own generator); a request can turn it off; every block comes back.
-void expect_seed_repeats_and_opt_out(const std::string& method) {
+void expect_seed_repeats_and_opt_out(const std::string& method, bool adaptive = false) {
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("stories260K.gguf"));
   KVSERVE_REQUIRE_SHARED_FILE(shared_model("quant/stories260K-q4_0.gguf"));
-  Engine engine(options(512, 4, method));
+  EngineOptions o = options(512, 4, method);
+  if (adaptive) o.speculative.adaptive = true;
+  Engine engine(o);
   Request r = greedy_request(engine.tokenizer().encode("Once upon a time", true), 200);
   r.sampling.temperature = 0.7f;
   r.sampling.seed = 1234;
@@ -174,6 +176,10 @@ void expect_seed_repeats_and_opt_out(const std::string& method) {
 TEST(Speculative, SeededSamplingRepeatsAndRequestsCanOptOut) { expect_seed_repeats_and_opt_out("ngram"); }
 
 TEST(Speculative, DraftModelSeededSamplingRepeatsAndRequestsCanOptOut) { expect_seed_repeats_and_opt_out("draft"); }
+
+// Adaptive lengths with a draft: a sampled request's lengths follow fixed costs, not the clock,
+// so its seed still repeats.
+TEST(Speculative, DraftModelSeededSamplingRepeatsWithAdaptiveLengths) { expect_seed_repeats_and_opt_out("draft", true); }
 
 // What a request asks for besides its tokens behaves as without speculation: a regex
 // constraint, a stop string and log-probabilities (with the top 3) give the same tokens, text,

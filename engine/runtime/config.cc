@@ -158,7 +158,7 @@ void validate(const EngineOptions& o) {
     throw ConfigError("speculative.draft_model: set, but speculative.method is \"" + sp.method + "\", not \"draft\"");
   if (!(sp.draft_cache_share > 0.0 && sp.draft_cache_share <= 0.5))
     throw ConfigError("speculative.draft_cache_share: must be above 0 and at most 0.5");
-  if (sp.num_tokens < 1 || sp.num_tokens > 16) throw ConfigError("speculative.num_tokens: must be between 1 and 16");
+  if (sp.num_tokens < 1 || sp.num_tokens > 64) throw ConfigError("speculative.num_tokens: must be between 1 and 64");
   if (sp.ngram_min < 1) throw ConfigError("speculative.ngram_min: must be >= 1");
   if (sp.ngram_max < sp.ngram_min) throw ConfigError("speculative.ngram_max: must be >= speculative.ngram_min");
   if (sp.max_batch < 1) throw ConfigError("speculative.max_batch: must be >= 1");

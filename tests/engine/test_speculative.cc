@@ -281,6 +281,7 @@ TEST(Speculative, ConfigErrorsNameTheField) {
       {R"({"model": {"path": "m"}, "speculative": {"method": "draft", "draft_model": "d", "draft_cache_share": "x"}})",
        "speculative.draft_cache_share"},
       {R"({"model": {"path": "m"}, "speculative": {"num_tokens": 0}})", "speculative.num_tokens"},
+      {R"({"model": {"path": "m"}, "speculative": {"num_tokens": 65}})", "speculative.num_tokens"},
       {R"({"model": {"path": "m"}, "speculative": {"ngram_min": 3, "ngram_max": 2}})", "speculative.ngram_max"},
       {R"({"model": {"path": "m"}, "speculative": {"max_batch": 0}})", "speculative.max_batch"},
       {R"({"model": {"path": "m"}, "speculative": {"k": 4}})", "speculative.k"},

@@ -110,6 +110,14 @@ TEST_F(RewriteTest, GreedyBatchEqualsSoloWithPromptLookup) {
                            120);
 }
 
+// Up to 48 proposed tokens a sequence: verification passes of dozens of rows of one sequence.
+TEST_F(RewriteTest, GreedyBatchEqualsSoloWithLongProposals) {
+  EngineOptions o = options("ngram");
+  o.speculative.num_tokens = 48;
+  o.speculative.adaptive = false;  // always as many as the lookup finds
+  expect_batch_equals_solo(o, {rewrite_prompt(11), rewrite_prompt(12)}, 150);
+}
+
 TEST_F(RewriteTest, GreedyBatchEqualsSoloWithTheQuantizedSelfAsDraft) {
   expect_batch_equals_solo(options("draft"), {rewrite_prompt(5), rewrite_prompt(6), rewrite_prompt(7)}, 120);
 }

@@ -233,7 +233,9 @@ TEST(Speculative, ConstraintsStopStringsAndLogprobsBehaveAsWithout) {
     requests.push_back(plain);
   }
   auto run = [&](const std::string& method) {
-    Engine engine(options(512, 64, method));
+    EngineOptions o = options(512, 64, method);
+    o.speculative.adaptive = false;  // propose every step: what is proposed then follows no clock
+    Engine engine(o);
     std::vector<std::shared_ptr<QueueSink>> sinks;
     for (const Request& r : requests) {
       sinks.push_back(std::make_shared<QueueSink>());

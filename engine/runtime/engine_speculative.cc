@@ -47,7 +47,7 @@ int32_t Engine::proposal_length(const Sequence& s, int64_t base_rows) const {
   // lengths follow only its own acceptance and fixed costs: kVerifyRowCost a row, and a draft
   // pass at the draft's share of the bytes a step streams.
   const bool timed = is_greedy(s.request.sampling);
-  const double base = base_rows < static_cast<int64_t>(pass_seconds_by_rows_.size()) ? pass_seconds_by_rows_[base_rows] : 0.0;
+  const double base = pass_seconds_by_rows_[base_rows];  // base_rows <= max_batch: inside the table
   const double draft_cost = !timed ? draft_bytes_share_ : base > 0 ? proposer_->pass_seconds() / base : 0.0;
   int32_t best = 0;
   double best_gain = 1.0;
@@ -76,9 +76,6 @@ void Engine::note_decode_pass(const SchedulerOutput& plan, double seconds) {
     rows += c.n_tokens;
     drafts += c.n_draft;
   }
-  const SpeculativeOptions& spec = options_.speculative;
-  if (pass_seconds_by_rows_.empty())
-    pass_seconds_by_rows_.assign(static_cast<size_t>(spec.max_batch) * (1 + spec.num_tokens) + 1, 0.0);
   if (rows < static_cast<int64_t>(pass_seconds_by_rows_.size())) {
     double& avg = pass_seconds_by_rows_[rows];
     avg = avg > 0 ? 0.9 * avg + 0.1 * seconds : seconds;
@@ -88,6 +85,7 @@ void Engine::note_decode_pass(const SchedulerOutput& plan, double seconds) {
 
 void Engine::load_proposer(const ModelLoadOptions& load, int32_t kv_element_bytes, int64_t draft_cache_bytes) {
   const SpeculativeOptions& spec = options_.speculative;
+  pass_seconds_by_rows_.assign(static_cast<size_t>(spec.max_batch) * (1 + spec.num_tokens) + 1, 0.0);
   const std::string common = "up to " + std::to_string(spec.num_tokens) + " proposed tokens per step, in steps of at most " +
                              std::to_string(spec.max_batch) + " sequences";
   if (spec.method == "ngram") {

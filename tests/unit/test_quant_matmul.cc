@@ -146,7 +146,7 @@ void check(const Case& c, KernelLevel level, bool int8, bool packed, int64_t unp
   const int64_t n_out = m.n_out();
   ASSERT_EQ(n_out, rows_per_part * static_cast<int64_t>(c.parts.size()));
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  for (int64_t rows : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 13, kSmallBatchRows, kSmallBatchRows + 1, 150}) {
+  for (int64_t rows : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 9, 13, 16, 17, 30, kSmallBatchRows, kSmallBatchRows + 1, 150}) {
     const int64_t rp = WeightMatrix::padded_rows(rows);
     std::vector<float> x(rp * n_in), base(rp * n_out);
     for (float& v : x) v = U(rng);
@@ -191,6 +191,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{{TensorType::kQ8_0}, 1056}, Case{{TensorType::kQ8_0}, 1024},
                                          Case{{TensorType::kQ4_0, TensorType::kQ4_1}, 128}, Case{{TensorType::kQ2_K}, 512},
                                          Case{{TensorType::kQ3_K}, 256}, Case{{TensorType::kQ4_K}, 768},
+                                         // Wide enough that packed Q4_K reads its panels direct at every height.
+                                         Case{{TensorType::kQ4_K}, 2048},
                                          Case{{TensorType::kQ5_K}, 256}, Case{{TensorType::kQ6_K}, 512},
                                          // Q4_K_M's fused Q/K/V: Q4_K rows over Q6_K rows, and an F32 part.
                                          Case{{TensorType::kQ4_K, TensorType::kQ4_K, TensorType::kQ6_K}, 256},

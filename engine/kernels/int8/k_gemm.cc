@@ -522,21 +522,37 @@ struct PackedSource {
   __m512 dmin(int64_t) const { return dmin_; }
 };
 
+// Whether a product of m rows reads the packed panels as they are, each tile of rows decoding a
+// pair's levels again out of L1, or first expands each panel into the thread's buffers. The
+// expansion costs about as much as the tiles at 16 rows; above that it pays where the expanded
+// pair stays in L1 (under 2048 inputs). Q4_K's levels take two instructions a line to decode,
+// so at 2048 inputs and more it stays direct up to the small-batch limit; the other types'
+// decoding is dearer and pays for the expansion from about 20 rows (docs/performance.md).
+template <Kind kKind>
+bool read_direct(int64_t m, int64_t n_in) {
+  return m <= 16 || (kKind == Kind::kQ4K && n_in >= 2048);
+}
+
 template <Kind kKind>
 void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
   const int64_t blocks = a.n_in / 256, panel_bytes = kPanel * a.row_bytes, panels = a.n_out / kPanel;
-  if (a.m <= 2 * kTile) {
+  if (read_direct<kKind>(a.m, a.n_in)) {
     pair_runs(panels, a.then, a.then_bytes, [&](int64_t pp, const uint8_t* then, int64_t then_bytes) {
       const int64_t pi = 2 * pp;
       if (pair_size(pp, panels) == 2) {
         PackedSource<kKind> src[2] = {PackedSource<kKind>(a.w, panel_bytes, pi, panels),
                                       PackedSource<kKind>(a.w, panel_bytes, pi + 1, panels)};
-        for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
+        // The first tile requests the pair's lines ahead; later tiles find them in the cache.
+        for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
+          src[0].ahead = src[1].ahead = r0 == 0;
           panel_rows<kKind, 2>(src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
+        }
       } else {
         PackedSource<kKind> src(a.w, panel_bytes, pi, panels);
-        for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
+        for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
+          src.ahead = r0 == 0;
           panel_rows<kKind, 1>(&src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
+        }
       }
     });
     return;

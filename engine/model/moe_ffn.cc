@@ -97,6 +97,10 @@ bool MoeFfn::forward_experts_in_parallel(const float* h, int64_t T, float* x) {
     used_.push_back(static_cast<int32_t>(e));
   }
   if (used_.size() < 2) return false;
+  // The largest first: the items left for the end, when one thread may wait on the other, are
+  // then the smallest.
+  std::stable_sort(used_.begin(), used_.end(),
+                   [&](int32_t a, int32_t b) { return start_[a + 1] - start_[a] > start_[b + 1] - start_[b]; });
   // Every (token, slot) pair's rows in expert order: expert e's at rows start_[e] .. start_[e + 1].
   const int64_t P = T * K;
   grow(xe_, P * D);

@@ -267,6 +267,9 @@ DecoderModel::DecoderModel(const GgufFile& f, const WeightPolicy& policy, const 
       L.ffn.moe->count_bytes(held);
       L.ffn.moe->describe_plan(plan);
       hp_.bytes_per_step += L.ffn.moe->bytes_per_token();
+      hp_.expert_bytes += L.ffn.moe->expert_bytes();
+      hp_.n_expert = L.ffn.moe->routing().n_expert;
+      hp_.n_expert_used = L.ffn.moe->routing().n_used;
       hp_.panel_bytes += L.ffn.moe->panel_bytes();
     }
     for (const auto* m : {L.ffn.gate_up.get(), L.ffn.down.get()})

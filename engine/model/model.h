@@ -50,6 +50,10 @@ struct ModelHparams {
   std::string matmul_plan;
   int64_t bytes_per_step = 0;    // weight bytes one decode step streams (every matrix, one embedding row aside)
   int64_t weight_bytes = 0;      // weight bytes held in memory
+  // Mixtures (all 0 for a dense model): every expert's bytes, and the experts a layer has and a
+  // token uses; bytes_per_step counts n_expert_used / n_expert of expert_bytes.
+  int64_t expert_bytes = 0;
+  int32_t n_expert = 0, n_expert_used = 0;
   int64_t panel_bytes = 0;       // of those, held as packed panels (model.repack_weights)
   int64_t n_params = 0;
 };

@@ -140,10 +140,14 @@ void MoeFfn::prepare(int64_t max_rows) {
   }
 }
 
+int64_t MoeFfn::expert_bytes() const {
+  int64_t bytes = 0;
+  for (const Expert& e : w_.experts) bytes += e.gate_up->bytes() + e.down->bytes();
+  return bytes;
+}
+
 int64_t MoeFfn::bytes_per_token() const {
-  int64_t expert = 0;
-  for (const Expert& e : w_.experts) expert += e.gate_up->bytes() + e.down->bytes();
-  return w_.router->bytes() + expert / routing_.n_expert * routing_.n_used;
+  return w_.router->bytes() + expert_bytes() / routing_.n_expert * routing_.n_used;
 }
 
 int64_t MoeFfn::panel_bytes() const {

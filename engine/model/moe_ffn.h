@@ -41,6 +41,8 @@ class MoeFfn {
 
   // Weight bytes one token's step reads: the router and n_used experts.
   int64_t bytes_per_token() const;
+  int64_t expert_bytes() const;  // every expert's matrices
+  const MoeRouting& routing() const { return routing_; }
   int64_t panel_bytes() const;  // of those held, as packed panels
   void count_bytes(std::map<TensorType, int64_t>& by_type) const;
   void describe_plan(std::map<std::string, std::string>& plan) const;

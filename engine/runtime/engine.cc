@@ -174,6 +174,9 @@ void Engine::load() {
   info_.matmul_plan = hp.matmul_plan;
   info_.weight_bytes_per_step = hp.bytes_per_step;
   info_.weight_bytes = hp.weight_bytes;
+  info_.expert_bytes = hp.expert_bytes;
+  info_.n_expert = hp.n_expert;
+  info_.n_expert_used = hp.n_expert_used;
   info_.n_params = hp.n_params;
   info_.n_layer = hp.n_layer;
   info_.n_head = hp.n_head;

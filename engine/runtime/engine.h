@@ -41,6 +41,9 @@ struct ModelInfo {
   std::string matmul_plan;      // the kernel each held type takes at 1, 4, 16, 64, 512 rows
   int64_t weight_bytes_per_step = 0;  // weight bytes a decode step streams from memory
   int64_t weight_bytes = 0;           // weight bytes held in memory
+  // Mixtures (0 for a dense model): every expert's weight bytes; experts per layer and per token.
+  int64_t expert_bytes = 0;
+  int32_t n_expert = 0, n_expert_used = 0;
   std::string kernels;          // the CPU kernel set in use: "avx512", "avx2_vnni", "avx2" or "scalar"
   std::string chat_template;    // where the chat template comes from, its tool-call and reasoning formats
   int32_t num_threads = 0;      // compute threads

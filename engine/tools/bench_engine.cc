@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -357,9 +358,19 @@ int main(int argc, char** argv) {
               "fp32",
               plain_read / 1e9, int8_peak / 1e9, peak / 1e9, 100 * honest_decode_share, streamed / 1e6,
               100 * prompt_tps * ops_per_token / int8_peak, 100 * prompt_tps * ops_per_token / peak);
-  // A batch step reads the weights once and every sequence's K/V (at the run's mean context).
+  // A batch step reads the weights once and every sequence's K/V (at the run's mean context). In
+  // a mixture it reads each expert that some sequence chose: with k of E chosen a token, evenly,
+  // an expert is left out by all b sequences with probability (1 - k/E)^b.
   const double batch_ctx = batch_prompt + batch_gen / 2.0;
-  auto batch_step_bytes = [&](int b) { return weight_bytes + b * static_cast<double>(mi.kv_bytes_per_token) * batch_ctx; };
+  auto batch_weight_bytes = [&](int b) {
+    if (mi.n_expert == 0) return weight_bytes;
+    const double used = static_cast<double>(mi.n_expert_used) / mi.n_expert;
+    const auto experts = static_cast<double>(mi.expert_bytes);
+    return weight_bytes - experts * used + experts * (1.0 - std::pow(1.0 - used, b));
+  };
+  auto batch_step_bytes = [&](int b) {
+    return batch_weight_bytes(b) + b * static_cast<double>(mi.kv_bytes_per_token) * batch_ctx;
+  };
   auto batch_read_share = [&](int b, const Aggregate& a) { return a.decode_tps / b * batch_step_bytes(b) / plain_read; };
   for (auto [b, a] : agg)
     std::printf("; %d sequences %.1f%% of int8, %.1f%% of fp32, %.1f%% of the read over %.1f MB a step (K/V at mean "

@@ -147,6 +147,29 @@ TEST_P(ArchEngine, InspectionOnEveryArchitecture) {
   EXPECT_GT(std::fabs(ablated - base), 1e-4) << "ablating layer 0 head 1 changed nothing";
 }
 
+// A mixture's experts as the engine reports them (what kvserve-bench-engine weighs a batch
+// step's reads by): the file's expert tensors, byte for byte (these files are F32, held as
+// stored), and its expert counts; zero for a dense model.
+TEST_P(ArchEngine, ExpertBytesAreTheFilesExpertTensors) {
+  const std::string model_path = path_of(GetParam());
+  KVSERVE_REQUIRE_SHARED_FILE(model_path);
+  Engine engine(options(model_path, 64));
+  const ModelInfo& mi = engine.model_info();
+  GgufFile file(model_path);
+  const DecoderHparams hp = DecoderHparams::from_gguf(file);
+  int64_t expert_bytes = 0;
+  for (const GgufTensorInfo& t : file.tensors())
+    if (t.name.find("_exps.weight") != std::string::npos) expert_bytes += static_cast<int64_t>(t.n_bytes());
+  EXPECT_EQ(mi.expert_bytes, expert_bytes);
+  EXPECT_EQ(mi.n_expert, hp.routing.n_expert);
+  EXPECT_EQ(mi.n_expert_used, hp.routing.n_used);
+  EXPECT_LE(mi.weight_bytes_per_step, mi.weight_bytes);
+  if (expert_bytes > 0) {
+    EXPECT_GT(mi.n_expert, mi.n_expert_used);
+    EXPECT_LT(mi.weight_bytes_per_step, mi.weight_bytes - expert_bytes + expert_bytes / 2);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ArchEngine, ::testing::ValuesIn(kArchModels), [](const auto& info) {
   std::string n = info.param;
   for (char& c : n)

@@ -132,6 +132,7 @@ struct UnpackedSource {
     w1 = p.w[64 * k + step + 1].v;
   }
   static __m512i odd(__m512i dot) { return dot; }
+  void levels(int64_t k, int step, __m512i& w0, __m512i& w1) const { steps(k, step, w0, w1); }
   __m512i scale(int64_t k, int sub) const { return p.scale[kSub * k + sub].v; }
   __m512i pair(int64_t k, int j) const { return p.pair[kSub / 2 * k + j].v; }
   __m512 d(int64_t k) const { return p.d[k].v; }
@@ -155,24 +156,46 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r) isum[p][r] = side[p][r] = _mm512_setzero_si512();
     for (int s = 0; s < kSub; ++s) {
-      // Two chains (dot_pair); the odd steps' chain as the source leaves it (Source::odd makes
-      // it the levels' sum).
       __m512i dot[P][R], dot1[P][R];
       for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
-      // Unrolled, so that a step's place in its group (Source::steps: step & 3) is a constant.
+      if constexpr (R * P >= 8) {
+        // Enough chains without a second one: both steps into one, each source's levels as they
+        // are (a second chain would leave too few registers for the accumulators: spills).
 #pragma GCC unroll 8
-      for (int t = 0; t < kSteps; t += 2) {
-        const int step = s * kSteps + t;
-        if (next) requests.next();  // the next group's bytes
-        dot_pair<R, P>(x, 256 * k + 4 * step, [&](int p, __m512i& w0, __m512i& w1) { src[p].steps(k, step, w0, w1); },
-                       dot, dot1);
+        for (int t = 0; t < kSteps; t += 2) {
+          const int step = s * kSteps + t;
+          if (next) requests.next();
+          const int64_t at = 256 * k + 4 * step;
+          __m512i x0[R], x1[R];
+          for (int r = 0; r < R; ++r) {
+            x0[r] = broadcast4(x[r].q + at);
+            x1[r] = broadcast4(x[r].q + at + 4);
+          }
+          for (int p = 0; p < P; ++p) {
+            __m512i w0, w1;
+            src[p].levels(k, step, w0, w1);
+            for (int r = 0; r < R; ++r) dot[p][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(dot[p][r], w0, x0[r]), w1, x1[r]);
+          }
+        }
+      } else {
+        // Two chains (dot_pair), so that few rows do not wait on their latency; the odd steps'
+        // chain as the source leaves it (Source::odd makes it the levels' sum).
+        // Unrolled, so that a step's place in its group (Source::steps: step & 3) is a constant.
+#pragma GCC unroll 8
+        for (int t = 0; t < kSteps; t += 2) {
+          const int step = s * kSteps + t;
+          if (next) requests.next();  // the next group's bytes
+          dot_pair<R, P>(x, 256 * k + 4 * step, [&](int p, __m512i& w0, __m512i& w1) { src[p].steps(k, step, w0, w1); },
+                         dot, dot1);
+        }
+        for (int p = 0; p < P; ++p)
+          for (int r = 0; r < R; ++r) dot[p][r] = _mm512_add_epi32(dot[p][r], Source::odd(dot1[p][r]));
       }
       for (int p = 0; p < P; ++p) {
         // Position s of the activations' order holds sub-block kK4Order[s] for Q4_K/Q5_K.
         const __m512i scale = src[p].scale(k, sixteen_value_scales(kKind) ? s : kK4Order[s]);
-        for (int r = 0; r < R; ++r)
-          isum[p][r] = _mm512_add_epi32(isum[p][r], _mm512_mullo_epi32(_mm512_add_epi32(dot[p][r], Source::odd(dot1[p][r])), scale));
+        for (int r = 0; r < R; ++r) isum[p][r] = _mm512_add_epi32(isum[p][r], _mm512_mullo_epi32(dot[p][r], scale));
       }
     }
     // Q4_K/Q5_K: Σ minimum·sums32; Q2_K: Σ minimum·sums16; Q6_K, Q3_K: Σ scale·sums16 (the
@@ -404,12 +427,14 @@ constexpr uint64_t six_bits_map(int low, int field) {
 inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
 
 // A packed panel, for tile(): its scales unpacked per super-block, its levels as they are read.
-template <Kind kKind>
+// kNp: the panels sharing its records (2 in a pair, 1 for a lone last panel), a constant so
+// that a step's line is a shift from the super-block's, not a multiply in the hot loop.
+template <Kind kKind, int kNp = 2>
 struct PackedSource {
   static constexpr int kSub = kSubBlocks<kKind>;
   const uint8_t* p = nullptr;  // the panel's pair
   KLayout<kKind> lay;
-  int64_t stride_ = 64;  // between the panel's lines of levels and of high
+  static constexpr int64_t stride_ = 64 * kNp;  // between the panel's lines of levels and of high
   __m512i sc[kSub], pr[kSub / 2];
   __m512 d_, dmin_;
   const uint8_t* levels_ = nullptr;  // super-block k's levels and high (begin)
@@ -419,7 +444,7 @@ struct PackedSource {
   PackedSource() = default;
   // Panel `index` of the `panels` of the matrix at w.
   PackedSource(const uint8_t* w, int64_t panel_bytes, int64_t index, int64_t panels)
-      : p(w + index / 2 * 2 * panel_bytes), lay(index, panels), stride_(lay.stride()) {}
+      : p(w + index / 2 * 2 * panel_bytes), lay(index, panels) {}
 
   // Every line read asks for the line kPanelAhead further on (the pair's one stream) into L2.
   void begin(int64_t k) {
@@ -548,7 +573,7 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
           panel_rows<kKind, 2>(src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
         }
       } else {
-        PackedSource<kKind> src(a.w, panel_bytes, pi, panels);
+        PackedSource<kKind, 1> src(a.w, panel_bytes, pi, panels);
         for (int64_t r0 = 0; r0 < a.m; r0 += kTile) {
           src.ahead = r0 == 0;
           panel_rows<kKind, 1>(&src, a, x, blocks, r0, pi * kPanel, kFullPanels, r0 == 0 ? then : nullptr, then_bytes);
@@ -568,9 +593,8 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
     for (int64_t pp = 0; pp < pair_count(panels); ++pp) {
       const int64_t pi = 2 * pp;
       const int np = pair_size(pp, panels);
-      for (int q = 0; q < np; ++q) {
-        Panel& p = held[q];
-        PackedSource<kKind> src(a.w, panel_bytes, pi + q, panels);
+      auto expand = [&]<int kNp>(Panel& p, int64_t index) {
+        PackedSource<kKind, kNp> src(a.w, panel_bytes, index, panels);
         for (int64_t k = 0; k < blocks; ++k) {
           src.begin(k);
           for (int step = 0; step < 64; step += 2) src.levels(k, step, p.w[64 * k + step].v, p.w[64 * k + step + 1].v);
@@ -579,7 +603,12 @@ void kpanels_product(const QuantMatmulArgs& a, const KRow* x) {
           p.d[k].v = src.d_;
           if constexpr (offset_bits(kKind) == 0) p.dmin[k].v = src.dmin_;
         }
-      }
+      };
+      for (int q = 0; q < np; ++q)
+        if (np == 2)
+          expand.template operator()<2>(held[q], pi + q);
+        else
+          expand.template operator()<1>(held[q], pi + q);
       UnpackedSource<kKind> unpacked[2] = {{held[0]}, {held[1]}};
       for (int64_t r0 = 0; r0 < a.m; r0 += kTile)
         if (np == 2)

@@ -166,17 +166,8 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
         for (int t = 0; t < kSteps; t += 2) {
           const int step = s * kSteps + t;
           if (next) requests.next();
-          const int64_t at = 256 * k + 4 * step;
-          __m512i x0[R], x1[R];
-          for (int r = 0; r < R; ++r) {
-            x0[r] = broadcast4(x[r].q + at);
-            x1[r] = broadcast4(x[r].q + at + 4);
-          }
-          for (int p = 0; p < P; ++p) {
-            __m512i w0, w1;
-            src[p].levels(k, step, w0, w1);
-            for (int r = 0; r < R; ++r) dot[p][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(dot[p][r], w0, x0[r]), w1, x1[r]);
-          }
+          dot_one<R, P>(x, 256 * k + 4 * step, [&](int p, __m512i& w0, __m512i& w1) { src[p].levels(k, step, w0, w1); },
+                        dot);
         }
       } else {
         // Two chains (dot_pair), so that few rows do not wait on their latency; the odd steps'

@@ -100,13 +100,19 @@ inline __m512i broadcast4(const void* p) {
 // One pair of steps (8 levels) of R activation rows (x[r].q, from byte `at`) against P panels,
 // into two vpdpbusd chains, so that few rows do not wait on their latency: dot[p][r] takes the
 // first step, dot1[p][r] the second; pair(p, w0, w1) gives panel p's two weight vectors.
-template <int R, int P, class Row, class Pair>
-inline void dot_pair(const Row* x, int64_t at, Pair&& pair, __m512i (&dot)[P][R], __m512i (&dot1)[P][R]) {
-  __m512i x0[R], x1[R];
+// Activation rows' 4 levels at byte `at` (x0) and at + 4 (x1), each in every lane.
+template <int R, class Row>
+inline void broadcast_steps(const Row* x, int64_t at, __m512i (&x0)[R], __m512i (&x1)[R]) {
   for (int r = 0; r < R; ++r) {
     x0[r] = broadcast4(x[r].q + at);
     x1[r] = broadcast4(x[r].q + at + 4);
   }
+}
+
+template <int R, int P, class Row, class Pair>
+inline void dot_pair(const Row* x, int64_t at, Pair&& pair, __m512i (&dot)[P][R], __m512i (&dot1)[P][R]) {
+  __m512i x0[R], x1[R];
+  broadcast_steps<R>(x, at, x0, x1);
   for (int p = 0; p < P; ++p) {
     __m512i w0, w1;
     pair(p, w0, w1);
@@ -114,6 +120,19 @@ inline void dot_pair(const Row* x, int64_t at, Pair&& pair, __m512i (&dot)[P][R]
       dot[p][r] = _mm512_dpbusd_epi32(dot[p][r], w0, x0[r]);
       dot1[p][r] = _mm512_dpbusd_epi32(dot1[p][r], w1, x1[r]);
     }
+  }
+}
+
+// The same pair of steps into one chain, both steps' levels as they are: where R x P chains
+// already hide the latency and a second set would leave too few registers.
+template <int R, int P, class Row, class Pair>
+inline void dot_one(const Row* x, int64_t at, Pair&& pair, __m512i (&dot)[P][R]) {
+  __m512i x0[R], x1[R];
+  broadcast_steps<R>(x, at, x0, x1);
+  for (int p = 0; p < P; ++p) {
+    __m512i w0, w1;
+    pair(p, w0, w1);
+    for (int r = 0; r < R; ++r) dot[p][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(dot[p][r], w0, x0[r]), w1, x1[r]);
   }
 }
 

@@ -159,30 +159,26 @@ void tile(Source* src, const KRow* x, int64_t blocks, __m512* out, const uint8_t
       __m512i dot[P][R], dot1[P][R];
       for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) dot[p][r] = dot1[p][r] = _mm512_setzero_si512();
-      if constexpr (R * P >= 8) {
-        // Enough chains without a second one: both steps into one, each source's levels as they
-        // are (a second chain would leave too few registers for the accumulators: spills).
+      // With R x P >= 8 chains the latency is hidden by one chain an output, both steps' levels
+      // as they are (a second set would leave too few registers for the accumulators: spills);
+      // fewer rows take two (dot_pair), the odd steps' as the source leaves them (Source::odd
+      // makes that the levels' sum). Unrolled, so that a step's place in its group
+      // (Source::steps: step & 3) is a constant.
+      constexpr bool kOneChain = R * P >= 8;
 #pragma GCC unroll 8
-        for (int t = 0; t < kSteps; t += 2) {
-          const int step = s * kSteps + t;
-          if (next) requests.next();
+      for (int t = 0; t < kSteps; t += 2) {
+        const int step = s * kSteps + t;
+        if (next) requests.next();  // the next group's bytes
+        if constexpr (kOneChain)
           dot_one<R, P>(x, 256 * k + 4 * step, [&](int p, __m512i& w0, __m512i& w1) { src[p].levels(k, step, w0, w1); },
                         dot);
-        }
-      } else {
-        // Two chains (dot_pair), so that few rows do not wait on their latency; the odd steps'
-        // chain as the source leaves it (Source::odd makes it the levels' sum).
-        // Unrolled, so that a step's place in its group (Source::steps: step & 3) is a constant.
-#pragma GCC unroll 8
-        for (int t = 0; t < kSteps; t += 2) {
-          const int step = s * kSteps + t;
-          if (next) requests.next();  // the next group's bytes
+        else
           dot_pair<R, P>(x, 256 * k + 4 * step, [&](int p, __m512i& w0, __m512i& w1) { src[p].steps(k, step, w0, w1); },
                          dot, dot1);
-        }
+      }
+      if constexpr (!kOneChain)
         for (int p = 0; p < P; ++p)
           for (int r = 0; r < R; ++r) dot[p][r] = _mm512_add_epi32(dot[p][r], Source::odd(dot1[p][r]));
-      }
       for (int p = 0; p < P; ++p) {
         // Position s of the activations' order holds sub-block kK4Order[s] for Q4_K/Q5_K.
         const __m512i scale = src[p].scale(k, sixteen_value_scales(kKind) ? s : kK4Order[s]);

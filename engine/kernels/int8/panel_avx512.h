@@ -97,9 +97,6 @@ inline __m512i broadcast4(const void* p) {
   return _mm512_set1_epi32(v);
 }
 
-// One pair of steps (8 levels) of R activation rows (x[r].q, from byte `at`) against P panels,
-// into two vpdpbusd chains, so that few rows do not wait on their latency: dot[p][r] takes the
-// first step, dot1[p][r] the second; pair(p, w0, w1) gives panel p's two weight vectors.
 // Activation rows' 4 levels at byte `at` (x0) and at + 4 (x1), each in every lane.
 template <int R, class Row>
 inline void broadcast_steps(const Row* x, int64_t at, __m512i (&x0)[R], __m512i (&x1)[R]) {
@@ -109,6 +106,9 @@ inline void broadcast_steps(const Row* x, int64_t at, __m512i (&x0)[R], __m512i 
   }
 }
 
+// One pair of steps (8 levels) of R activation rows (x[r].q, from byte `at`) against P panels,
+// into two vpdpbusd chains, so that few rows do not wait on their latency: dot[p][r] takes the
+// first step, dot1[p][r] the second; pair(p, w0, w1) gives panel p's two weight vectors.
 template <int R, int P, class Row, class Pair>
 inline void dot_pair(const Row* x, int64_t at, Pair&& pair, __m512i (&dot)[P][R], __m512i (&dot1)[P][R]) {
   __m512i x0[R], x1[R];

@@ -188,6 +188,114 @@ class Q8Slices {
 }  // namespace
 
 namespace {
+// A decode row's context is read in chunks of this many positions (rounded down to whole blocks,
+// at least one): a work item takes a chunk and a run of KV heads, so it reads every KV head of a
+// run of blocks, contiguous bytes, where splitting one row's work by heads alone read a few 2 KB
+// slices of each block and left it waiting on memory. The values' weighted sums are kept per
+// chunk and added in order, in prompt tiles too, so a row's result does not depend on how its
+// work was shared out, nor on whether it came as a decode row or in a prompt's tile.
+constexpr int kChunkPositions = 64;
+
+// Row t's scale·q·k for the query heads of KV heads [h0, h1) at positions [block of p0, p1):
+// sc[qh · span + position - base], base the first block's start the row sees.
+template <class KvT>
+void chunk_scores(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, int h0, int h1, int base, int span,
+                  float* sc, std::vector<float>& kv) {
+  const int n_kv = a.n_kv, hd = a.head_dim, bs = a.block_size, group = a.n_head / n_kv;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.max_blocks;
+  const float* q = a.q + t * a.q_stride;
+  [[maybe_unused]] const int groups = n_kv * hd / kKvQ8Group;
+  if constexpr (std::is_same_v<KvT, int8_t>) kv.resize(static_cast<size_t>(bs) * hd);
+  const float* qp[kMaxQueries];
+  float* sp[kMaxQueries];
+  for (int b0 = p0 / bs * bs; b0 < p1; b0 += bs) {
+    const int64_t block = table[b0 / bs];
+    const int n = std::min(bs, p1 - b0);
+    for (int kvh = h0; kvh < h1; ++kvh) {
+      const KvT* kb = a.k_cache + (block * n_kv + kvh) * bs * hd;  // [head_dim, block_size]
+      if constexpr (std::is_same_v<KvT, int8_t>)
+        dequantize_k_slice(kb, a.k_scales + block * bs * groups, kvh, n, hd, bs, groups, kv.data());
+      for (int g0 = 0; g0 < group; g0 += kMaxQueries) {
+        const int m = std::min(kMaxQueries, group - g0);
+        for (int g = 0; g < m; ++g) {
+          const int qh = kvh * group + g0 + g;
+          qp[g] = q + static_cast<int64_t>(qh) * hd;
+          sp[g] = sc + static_cast<int64_t>(qh) * span + (b0 - base);
+        }
+        if constexpr (std::is_same_v<KvT, int8_t>)
+          block_scores_queries(qp, m, kv.data(), n, hd, bs, a.scale, sp);
+        else
+          block_scores_queries(qp, m, kb, n, hd, bs, a.scale, sp);
+      }
+    }
+  }
+}
+
+// One query head's scores of one row, sc[lo, hi) of a row [span] that starts at the first block
+// it sees, turned into its softmax weights (q8_0's K anchor added back, the soft cap applied, the
+// sink in the denominator); zero outside [lo, hi). qg: the query [head_dim]; kvh: its KV head.
+template <class KvT>
+void finish_scores(const PagedAttentionArgs<KvT>& a, const float* qg, int kvh, float sink, float* sc, int lo, int hi,
+                   int span) {
+  if constexpr (std::is_same_v<KvT, int8_t>) {
+    if (a.k_anchor) {  // q·(K' + anchor) = q·K' + q·anchor, the same for every position
+      const float* an = a.k_anchor + static_cast<int64_t>(kvh) * a.head_dim;
+      float c = 0.0f;
+      for (int d = 0; d < a.head_dim; ++d) c += qg[d] * an[d];
+      c *= a.scale;
+      for (int j = lo; j < hi; ++j) sc[j] += c;
+    }
+  }
+  if (a.soft_cap > 0.0f) {
+    const float inv = 1.0f / a.soft_cap;
+    for (int j = lo; j < hi; ++j) sc[j] = a.soft_cap * std::tanh(sc[j] * inv);
+  }
+  softmax_inplace(sc + lo, hi - lo, sink);
+  std::fill(sc, sc + lo, 0.0f);
+  std::fill(sc + hi, sc + span, 0.0f);
+}
+
+// Row t's weighted sums of the values at positions [block of p0, p1) for the query heads of KV
+// heads [h0, h1), from zero: part[qh · head_dim]. w: the row's weights as chunk_scores laid out.
+template <class KvT>
+void chunk_values(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, int h0, int h1, int base, int span,
+                  const float* w, float* part, std::vector<float>& kv) {
+  const int n_kv = a.n_kv, hd = a.head_dim, bs = a.block_size, group = a.n_head / n_kv;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.max_blocks;
+  [[maybe_unused]] const int groups = n_kv * hd / kKvQ8Group;
+  if constexpr (std::is_same_v<KvT, int8_t>) kv.resize(static_cast<size_t>(bs) * hd);
+  std::fill(part + static_cast<int64_t>(h0) * group * hd, part + static_cast<int64_t>(h1) * group * hd, 0.0f);
+  const float* wp[kMaxQueries];
+  float* op[kMaxQueries];
+  for (int b0 = p0 / bs * bs; b0 < p1; b0 += bs) {
+    const int64_t block = table[b0 / bs];
+    const int n = std::min(bs, p1 - b0);
+    for (int kvh = h0; kvh < h1; ++kvh) {
+      const KvT* vb = a.v_cache + (block * n_kv + kvh) * bs * hd;  // [block_size, head_dim]
+      if constexpr (std::is_same_v<KvT, int8_t>)
+        dequantize_v_slice(vb, a.v_scales + block * bs * groups, kvh, n, hd, groups, kv.data());
+      for (int g0 = 0; g0 < group; g0 += kMaxQueries) {
+        const int m = std::min(kMaxQueries, group - g0);
+        for (int g = 0; g < m; ++g) {
+          const int qh = kvh * group + g0 + g;
+          wp[g] = w + static_cast<int64_t>(qh) * span + (b0 - base);
+          op[g] = part + static_cast<int64_t>(qh) * hd;
+        }
+        if constexpr (std::is_same_v<KvT, int8_t>) {
+          block_weighted_sum_queries(wp, m, kv.data(), n, hd, op);
+          if (b0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
+            for (int g = 0; g < m; ++g)
+              for (int d = 0; d < hd; ++d) op[g][d] += wp[g][0] * a.v_anchor[static_cast<int64_t>(kvh) * hd + d];
+        } else {
+          block_weighted_sum_queries(wp, m, vb, n, hd, op);
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+namespace {
 // Rows of one sequence attended together: each K and V value a block holds is loaded once for all
 // their queries (a prompt chunk's rows; a decode row is a tile of one).
 struct AttnTile {
@@ -198,6 +306,7 @@ struct AttnTile {
 struct AttnItem {
   int32_t tile = 0;
   int32_t h0 = 0, h1 = 0;
+  int32_t chunk = -1;  // a decode row's chunk (kChunkPositions), or -1: the whole context
 };
 }  // namespace
 
@@ -257,13 +366,51 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
   for (int h = 0; h < n_kv; ++h)
     for (int i = 0; i < n_tiles; ++i)
       if (tiles[i].rows > 1) items.push_back({i, h, h + 1});
-  const int run = one_head ? 1
-                  : single_rows >= want_items
-                      ? n_kv
-                      : std::max<int>(1, static_cast<int>(n_kv * single_rows / want_items));
-  for (int h0 = 0; h0 < n_kv; h0 += run)
+  // Decode rows (tiles of one row) go by chunks of their context: each item a chunk and a run of
+  // KV heads, first for the scores (chunk_scores), then, once every row's softmax is done, for the
+  // values (chunk_values), the chunks' sums added in order at the end; except where attention is
+  // captured or the cache is latent (one item per run of heads, as prompt tiles). For decode tile
+  // i: slot_of[i], its first chunk among the partial sums; score_at[i], where its scores start.
+  const bool chunked = !v_in_k && !capture;
+  const int chunk = std::max(1, kChunkPositions / block_size) * block_size;
+  auto start_of_row = [&](int64_t t) { return a.window > 0 ? std::max(0, ctx_lens[t] - a.window) : 0; };
+  auto base_of_row = [&](int64_t t) { return start_of_row(t) / block_size * block_size; };
+  auto chunks_of_row = [&](int64_t t) { return (ctx_lens[t] - 1) / chunk - start_of_row(t) / chunk + 1; };
+  thread_local std::vector<int64_t> chunk_slot, score_start;
+  chunk_slot.assign(tiles.size(), -1);
+  score_start.assign(tiles.size(), 0);
+  int64_t n_slots = 0, n_scores = 0;
+  if (chunked)
     for (int i = 0; i < n_tiles; ++i)
-      if (tiles[i].rows == 1) items.push_back({i, h0, std::min(n_kv, h0 + run)});
+      if (tiles[i].rows == 1) {
+        const int64_t t = tiles[i].t0;
+        chunk_slot[i] = n_slots, score_start[i] = n_scores;
+        n_slots += chunks_of_row(t);
+        n_scores += int64_t{n_head} * (ctx_lens[t] - base_of_row(t));
+      }
+  const int64_t units = chunked ? n_slots : single_rows;  // what the heads' runs are shared out over
+  const int run = one_head ? 1
+                  : units >= want_items ? n_kv
+                                        : std::max<int>(1, static_cast<int>(n_kv * units / want_items));
+  if (!chunked)
+    for (int h0 = 0; h0 < n_kv; h0 += run)
+      for (int i = 0; i < n_tiles; ++i)
+        if (tiles[i].rows == 1) items.push_back({i, h0, std::min(n_kv, h0 + run)});
+  const int64_t first_chunk_item = static_cast<int64_t>(items.size());
+  if (chunked)
+    for (int i = 0; i < n_tiles; ++i)
+      if (tiles[i].rows == 1)
+        for (int c = start_of_row(tiles[i].t0) / chunk, last = (ctx_lens[tiles[i].t0] - 1) / chunk; c <= last; ++c)
+          for (int h0 = 0; h0 < n_kv; h0 += run) items.push_back({i, h0, std::min(n_kv, h0 + run), c});
+  thread_local std::vector<float> row_scores, partials;  // [n_head, span] a row; [slot, n_head, head_dim]
+  if (row_scores.size() < static_cast<size_t>(n_scores)) row_scores.resize(static_cast<size_t>(n_scores));
+  const int64_t part_stride = int64_t{n_head} * head_dim;
+  if (partials.size() < static_cast<size_t>(n_slots * part_stride))
+    partials.resize(static_cast<size_t>(n_slots * part_stride));
+  float* const part_base = partials.data();
+  float* const score_base = row_scores.data();
+  const int64_t* const slot_of = chunk_slot.data();
+  const int64_t* const score_at = score_start.data();
   const AttnTile* tile_list = tiles.data();
   const AttnItem* item_list = items.data();
   const int64_t n_items = static_cast<int64_t>(items.size());
@@ -281,9 +428,19 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
       q8.start(block_size * head_dim);
       q8_slice.resize(static_cast<size_t>(block_size) * head_dim);
     }
+    thread_local std::vector<float> chunk_kv;  // one decoded q8_0 slice of a decode chunk
+    thread_local std::vector<float> vpart;     // a tile's weighted values of one chunk [heads, queries, vd]
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < n_items; ++it) {
       const AttnTile tile = tile_list[item_list[it].tile];
+      if (const int c = item_list[it].chunk; c >= 0) {  // a decode row's chunk: its scores
+        const int64_t t = tile.t0;
+        const int base = base_of_row(t);
+        chunk_scores(a, t, std::max(c * chunk, start_of_row(t)), std::min((c + 1) * chunk, ctx_lens[t]),
+                     item_list[it].h0, item_list[it].h1, base, ctx_lens[t] - base,
+                     score_base + score_at[item_list[it].tile], chunk_kv);
+        continue;
+      }
       const int h0 = item_list[it].h0, h1 = item_list[it].h1, nh = h1 - h0, R = tile.rows, nq = R * group;
       const int64_t t0 = tile.t0;
       // Row i sees positions start_of(i)..ctx_lens[t0 + i]-1. The tile's scores run from the start
@@ -360,25 +517,10 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         for (int i = 0; i < R; ++i)
           for (int g = 0; g < group; ++g) {
             const int64_t t = t0 + i;
-            const int lo = start_of(i) - base, hi = ctx_lens[t] - base;
+            const int hi = ctx_lens[t] - base;
             float* sc = sc_of(i, kvh, g);
-            if constexpr (std::is_same_v<KvT, int8_t>) {
-              if (a.k_anchor) {  // q·(K' + anchor) = q·K' + q·anchor, the same for every position
-                const float* qg = q_of(i, kvh, g);
-                const float* an = a.k_anchor + static_cast<int64_t>(kvh) * head_dim;
-                float c = 0.0f;
-                for (int d = 0; d < head_dim; ++d) c += qg[d] * an[d];
-                c *= scale;
-                for (int j = lo; j < hi; ++j) sc[j] += c;
-              }
-            }
-            if (a.soft_cap > 0.0f) {
-              const float inv = 1.0f / a.soft_cap;
-              for (int j = lo; j < hi; ++j) sc[j] = a.soft_cap * std::tanh(sc[j] * inv);
-            }
-            softmax_inplace(sc + lo, hi - lo, a.sinks ? a.sinks[kvh * group + g] : -INFINITY);
-            std::fill(sc, sc + lo, 0.0f);
-            std::fill(sc + hi, sc + span, 0.0f);
+            finish_scores(a, q_of(i, kvh, g), kvh, a.sinks ? a.sinks[kvh * group + g] : -INFINITY, sc,
+                          start_of(i) - base, hi, span);
             if (capture && capture[t]) {
               float* c = capture[t] + (static_cast<int64_t>(kvh) * group + g) * capture_head_stride[t];
               std::fill(c, c + base, 0.0f);
@@ -418,15 +560,20 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         }
         continue;
       }
+      // The values' weighted sums per chunk of positions (kChunkPositions), each from zero and
+      // added to the output at the chunk's end, as decode rows sum theirs.
+      if (vpart.size() < static_cast<size_t>(nh) * nq * vd) vpart.resize(static_cast<size_t>(nh) * nq * vd);
+      auto part_of = [&](int kvh, int j) { return vpart.data() + (static_cast<size_t>(kvh - h0) * nq + j) * vd; };
       for (int p0 = base; p0 < end; p0 += block_size) {
         const int64_t block = table[p0 / block_size];
         const int n = std::min(block_size, end - p0);
         request(blocks + (p0 - base) / block_size + ahead);
+        if (p0 == base || p0 % chunk == 0) std::fill_n(vpart.data(), static_cast<size_t>(nh) * nq * vd, 0.0f);
         for (int kvh = h0; kvh < h1; ++kvh) {
           for (int i = 0; i < R; ++i)
             for (int g = 0; g < group; ++g) {
               wp[i * group + g] = sc_of(i, kvh, g) + (p0 - base);
-              op[i * group + g] = out_of(i, kvh, g);
+              op[i * group + g] = part_of(kvh, i * group + g);
             }
           const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
           if constexpr (std::is_same_v<KvT, int8_t>) {
@@ -443,6 +590,50 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           } else {
             block_weighted_sum_queries(wp.data(), nq, vb, n, head_dim, op.data());
           }
+        }
+        if (p0 + block_size >= end || (p0 + block_size) % chunk == 0)
+          for (int kvh = h0; kvh < h1; ++kvh)
+            for (int i = 0; i < R; ++i)
+              for (int g = 0; g < group; ++g) {
+                const float* part = part_of(kvh, i * group + g);
+                float* o = out_of(i, kvh, g);
+                for (int d = 0; d < vd; ++d) o[d] += part[d];
+              }
+      }
+    }
+    // Decode rows: each query head's softmax, then the chunks' weighted values, then their sums
+    // in order (the loops' barriers between).
+    if (n_slots > 0) {
+      const int64_t n_pairs = static_cast<int64_t>(n_tiles) * n_head;
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < n_pairs; ++j) {
+        const int i = static_cast<int>(j / n_head), qh = static_cast<int>(j % n_head);
+        if (slot_of[i] < 0) continue;
+        const int64_t t = tile_list[i].t0;
+        const int base = base_of_row(t), span = ctx_lens[t] - base;
+        finish_scores(a, q + t * q_stride + int64_t{qh} * head_dim, qh / group, a.sinks ? a.sinks[qh] : -INFINITY,
+                      score_base + score_at[i] + int64_t{qh} * span, start_of_row(t) - base, span, span);
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t it = first_chunk_item; it < n_items; ++it) {
+        const AttnItem& item = item_list[it];
+        const int64_t t = tile_list[item.tile].t0;
+        const int base = base_of_row(t);
+        const int64_t slot = slot_of[item.tile] + item.chunk - start_of_row(t) / chunk;
+        chunk_values(a, t, std::max(item.chunk * chunk, start_of_row(t)), std::min((item.chunk + 1) * chunk, ctx_lens[t]),
+                     item.h0, item.h1, base, ctx_lens[t] - base, score_base + score_at[item.tile],
+                     part_base + slot * part_stride, chunk_kv);
+      }
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < n_pairs; ++j) {
+        const int i = static_cast<int>(j / n_head), qh = static_cast<int>(j % n_head);
+        if (slot_of[i] < 0) continue;
+        const int64_t t = tile_list[i].t0;
+        float* o = out + t * out_stride + int64_t{qh} * vd;
+        std::fill(o, o + vd, 0.0f);
+        for (int c = 0, nc = chunks_of_row(t); c < nc; ++c) {
+          const float* part = part_base + (slot_of[i] + c) * part_stride + int64_t{qh} * head_dim;
+          for (int d = 0; d < head_dim; ++d) o[d] += part[d];
         }
       }
     }

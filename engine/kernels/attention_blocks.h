@@ -407,8 +407,12 @@ inline void block_weighted_sum_queries(const float* const* ws, int count, const 
     });
 }
 
-// sc[0..n) <- softmax(sc[0..n)), the denominator also holding exp(sink) (-inf: no sink).
-inline void softmax_inplace(float* sc, int n, float sink = -INFINITY) {
+// sc[0..n) <- exp(sc[0..n) - m), m the largest of them and sink; returns m and the sum of the
+// exponentials, exp(sink - m) included (sink -inf: none). n >= 1.
+struct ExpSum {
+  float max = 0.0f, sum = 0.0f;
+};
+inline ExpSum exp_shifted(float* sc, int n, float sink = -INFINITY) {
   float mx = sc[0];
   float sum = 0.0f;
   int p = 0;
@@ -451,7 +455,12 @@ inline void softmax_inplace(float* sc, int n, float sink = -INFINITY) {
     sum += sc[p];
   }
   if (sink > -INFINITY) sum += std::exp(sink - mx);
-  const float inv = 1.0f / sum;
+  return {mx, sum};
+}
+
+// sc[0..n) <- softmax(sc[0..n)), the denominator also holding exp(sink) (-inf: no sink).
+inline void softmax_inplace(float* sc, int n, float sink = -INFINITY) {
+  const float inv = 1.0f / exp_shifted(sc, n, sink).sum;
   for (int i = 0; i < n; ++i) sc[i] *= inv;
 }
 

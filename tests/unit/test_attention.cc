@@ -220,6 +220,106 @@ TEST_P(PagedAttention, FewDecodeRowsTakeRunsOfHeads) {
   }
 }
 
+// Decode rows whose contexts span several chunks of 64 positions (each chunk's softmax partial
+// kept, then the chunks combined): windows that start inside a chunk and inside a block, sinks,
+// a soft cap, every cache type; a one-position row beside them.
+TEST_P(PagedAttention, LongDecodeRowsCombineTheirChunks) {
+  const Shape& s = std::get<0>(GetParam());
+  const KernelTable& k = kernel_table(std::get<1>(GetParam()));
+  const std::vector<int> lens = {300, 129, 128, 65, 64, 1};
+  const std::vector<int> ones(lens.size(), 1);
+  std::vector<float> sinks(s.n_head);
+  for (int h = 0; h < s.n_head; ++h) sinks[h] = h % 2 ? -1.0f : 2.0f;
+  for (int window : {0, 5, 100}) {
+    check_against_dense<float>(s, k, window, 0.0f, lens, ones, sinks);
+    check_against_dense<_Float16>(s, k, window, 0.5f, lens, ones);
+    check_against_dense<int8_t>(s, k, window, 0.0f, lens, ones, sinks);
+  }
+}
+
+// A row's output does not depend on the work around it: the last row of a 200-position sequence
+// alone, among other sequences' decode rows, with attention captured (one item per run of heads
+// instead of chunks), and (with GQA, whose query heads share every kernel call) as the last row
+// of its prompt's tile of 8 rows: the same bits each time, as batched output equal to solo output
+// needs. With and without a window that starts inside a chunk, with sinks and a soft cap.
+template <class KvT>
+void check_row_invariance(const Shape& shape, const KernelTable& k, int window) {
+  const auto [n_head, n_kv, hd, bs] = shape;
+  const std::vector<int> lens = {200, 90, 131};
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  int max_blocks = 0, num_blocks = 0;
+  for (int L : lens) max_blocks = std::max(max_blocks, (L + bs - 1) / bs), num_blocks += (L + bs - 1) / bs;
+  std::vector<int32_t> order(num_blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int32_t> tables(lens.size() * max_blocks, -1);
+  const size_t cache_n = static_cast<size_t>(num_blocks) * n_kv * bs * hd;
+  std::vector<KvT> kc(cache_n), vc(cache_n);
+  std::vector<std::vector<float>> Q(lens.size());
+  int next = 0;
+  for (size_t s = 0; s < lens.size(); ++s) {
+    const int L = lens[s];
+    for (int b = 0; b * bs < L; ++b) tables[s * max_blocks + b] = order[next++];
+    std::vector<float> K(static_cast<size_t>(L) * n_kv * hd), V(K.size());
+    Q[s].resize(static_cast<size_t>(L) * n_head * hd);
+    for (auto* v : {&K, &V, &Q[s]})
+      for (float& x : *v) x = U(rng);
+    std::vector<int64_t> slots;
+    for (int p = 0; p < L; ++p) slots.push_back(int64_t{tables[s * max_blocks + p / bs]} * bs + p % bs);
+    k.write_kv(kc.data())(K.data(), V.data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(), vc.data());
+  }
+  std::vector<float> sinks(n_head);
+  for (int h = 0; h < n_head; ++h) sinks[h] = h % 2 ? -1.0f : 1.5f;
+  // Rows (sequence, position); returns the output of the last one.
+  auto run = [&](const std::vector<std::pair<int, int>>& rows, bool capture) {
+    std::vector<int32_t> token_seq, ctx;
+    std::vector<float> q;
+    std::vector<std::vector<float>> cap(rows.size());
+    std::vector<float*> cap_ptrs;
+    std::vector<int64_t> cap_strides;
+    for (const auto& [s, p] : rows) {
+      token_seq.push_back(s);
+      ctx.push_back(p + 1);
+      q.insert(q.end(), Q[s].begin() + static_cast<size_t>(p) * n_head * hd,
+               Q[s].begin() + static_cast<size_t>(p + 1) * n_head * hd);
+    }
+    for (size_t r = 0; r < rows.size(); ++r) {
+      cap[r].resize(static_cast<size_t>(n_head) * ctx[r]);
+      cap_ptrs.push_back(cap[r].data());
+      cap_strides.push_back(ctx[r]);
+    }
+    std::vector<float> out(rows.size() * n_head * hd);
+    k.paged_attention(PagedAttentionArgs<KvT>{.q = q.data(), .rows = static_cast<int64_t>(rows.size()),
+                                             .q_stride = int64_t{n_head} * hd, .k_cache = kc.data(),
+                                             .v_cache = vc.data(), .block_tables = tables.data(),
+                                             .max_blocks = max_blocks, .token_seq = token_seq.data(),
+                                             .ctx_lens = ctx.data(), .n_head = n_head, .n_kv = n_kv, .head_dim = hd,
+                                             .block_size = bs, .scale = 0.3f, .window = window, .soft_cap = 2.0f,
+                                             .sinks = sinks.data(), .out = out.data(),
+                                             .capture = capture ? cap_ptrs.data() : nullptr,
+                                             .capture_head_stride = capture ? cap_strides.data() : nullptr});
+    return std::vector<float>(out.end() - n_head * hd, out.end());
+  };
+  const std::vector<float> alone = run({{0, 199}}, false);
+  EXPECT_EQ(run({{1, 89}, {2, 130}, {0, 199}}, false), alone) << "among other decode rows";
+  EXPECT_EQ(run({{0, 199}}, true), alone) << "captured";
+  if (n_head / n_kv >= 2) {
+    std::vector<std::pair<int, int>> tile;
+    for (int p = 192; p < 200; ++p) tile.push_back({0, p});
+    EXPECT_EQ(run(tile, false), alone) << "in a prompt tile";
+  }
+}
+
+TEST_P(PagedAttention, ARowsOutputDoesNotDependOnTheWorkAroundIt) {
+  const Shape& s = std::get<0>(GetParam());
+  const KernelTable& k = kernel_table(std::get<1>(GetParam()));
+  for (int window : {0, 70}) {
+    check_row_invariance<float>(s, k, window);
+    check_row_invariance<_Float16>(s, k, window);
+  }
+}
+
 // Prompt chunks attended in tiles of rows (up to 8 queries a KV head each, one load of a K or V
 // value for all): whole prompts, chunks whose length is no multiple of a tile, beside decode
 // rows; with a window whose start differs across a tile's rows, sinks and captured weights.

@@ -366,12 +366,14 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
   for (int h = 0; h < n_kv; ++h)
     for (int i = 0; i < n_tiles; ++i)
       if (tiles[i].rows > 1) items.push_back({i, h, h + 1});
-  // Decode rows (tiles of one row) go by chunks of their context: each item a chunk and a run of
-  // KV heads, first for the scores (chunk_scores), then, once every row's softmax is done, for the
-  // values (chunk_values), the chunks' sums added in order at the end; except where attention is
-  // captured or the cache is latent (one item per run of heads, as prompt tiles). For decode tile
-  // i: slot_of[i], its first chunk among the partial sums; score_at[i], where its scores start.
-  const bool chunked = !v_in_k && !capture;
+  // Too few decode rows (tiles of one row) to give each thread two go by chunks of their context:
+  // each item a chunk and a run of KV heads, first for the scores (chunk_scores), then, once every
+  // row's softmax is done, for the values (chunk_values), the chunks' sums added in order at the
+  // end. Enough rows are items of a whole row each (every KV head of a block, a row's blocks in
+  // turn: one long read where a fresh pool laid them out in order), as are all rows where
+  // attention is captured or the cache is latent. For decode tile i: slot_of[i], its first chunk
+  // among the partial sums; score_at[i], where its scores start.
+  const bool chunked = !v_in_k && !capture && single_rows < want_items;
   const int chunk = std::max(1, kChunkPositions / block_size) * block_size;
   auto start_of_row = [&](int64_t t) { return a.window > 0 ? std::max(0, ctx_lens[t] - a.window) : 0; };
   auto base_of_row = [&](int64_t t) { return start_of_row(t) / block_size * block_size; };

@@ -85,6 +85,9 @@ Result run(const kvserve::KernelTable& kernels, const Shape& s, int64_t total_by
   std::vector<float> q(static_cast<size_t>(s.seqs) * s.n_head * s.head_dim);
   for (float& x : q) x = U(rng);
   std::vector<float> out(q.size());
+  // q8_0: the anchors the engine always passes (write_kv_q8's offsets, added back here).
+  std::vector<float> anchor(2 * static_cast<size_t>(s.n_kv) * s.head_dim);
+  for (float& x : anchor) x = U(rng);
   std::vector<int32_t> token_seq(s.seqs), ctx_lens(s.seqs, s.ctx);
   std::iota(token_seq.begin(), token_seq.end(), 0);
   double best = 1e30;
@@ -110,6 +113,8 @@ Result run(const kvserve::KernelTable& kernels, const Shape& s, int64_t total_by
       if constexpr (std::is_same_v<KvT, int8_t>) {
         a.k_scales = static_cast<const uint16_t*>(c.k_scales.data());
         a.v_scales = static_cast<const uint16_t*>(c.v_scales.data());
+        a.k_anchor = anchor.data();
+        a.v_anchor = anchor.data() + static_cast<size_t>(s.n_kv) * s.head_dim;
       }
       kernels.paged_attention(a);
     }

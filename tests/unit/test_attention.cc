@@ -238,10 +238,11 @@ TEST_P(PagedAttention, LongDecodeRowsCombineTheirChunks) {
 }
 
 // A row's output does not depend on the work around it: the last row of a 200-position sequence
-// alone, among other sequences' decode rows, with attention captured (one item per run of heads
-// instead of chunks), and (with GQA, whose query heads share every kernel call) as the last row
-// of its prompt's tile of 8 rows: the same bits each time, as batched output equal to solo output
-// needs. With and without a window that starts inside a chunk, with sinks and a soft cap.
+// alone and among few other decode rows (items of chunks), among many (items of whole rows),
+// with attention captured (items of whole rows), and (with GQA, whose query heads share every
+// kernel call) as the last row of its prompt's tile of 8 rows: the same bits each time, as
+// batched output equal to solo output needs. With and without a window that starts inside a
+// chunk, with sinks and a soft cap.
 template <class KvT>
 void check_row_invariance(const Shape& shape, const KernelTable& k, int window) {
   const auto [n_head, n_kv, hd, bs] = shape;
@@ -303,6 +304,11 @@ void check_row_invariance(const Shape& shape, const KernelTable& k, int window) 
   };
   const std::vector<float> alone = run({{0, 199}}, false);
   EXPECT_EQ(run({{1, 89}, {2, 130}, {0, 199}}, false), alone) << "among other decode rows";
+  // As many rows as make whole-row items on up to 8 threads.
+  std::vector<std::pair<int, int>> many;
+  for (int r = 0; r < 16; ++r) many.push_back({1 + r % 2, 20 + 4 * r});  // within both sequences (90, 131)
+  many.push_back({0, 199});
+  EXPECT_EQ(run(many, false), alone) << "among many decode rows";
   EXPECT_EQ(run({{0, 199}}, true), alone) << "captured";
   if (n_head / n_kv >= 2) {
     std::vector<std::pair<int, int>> tile;

@@ -206,26 +206,24 @@ void chunk_scores(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, i
   const float* q = a.q + t * a.q_stride;
   [[maybe_unused]] const int groups = n_kv * hd / kKvQ8Group;
   if constexpr (std::is_same_v<KvT, int8_t>) kv.resize(static_cast<size_t>(bs) * hd);
-  const float* qp[kMaxQueries];
-  float* sp[kMaxQueries];
+  thread_local std::vector<const float*> qp;  // one KV head's queries and their scores
+  thread_local std::vector<float*> sp;
+  qp.resize(group), sp.resize(group);
   for (int b0 = p0 / bs * bs; b0 < p1; b0 += bs) {
     const int64_t block = table[b0 / bs];
     const int n = std::min(bs, p1 - b0);
     for (int kvh = h0; kvh < h1; ++kvh) {
       const KvT* kb = a.k_cache + (block * n_kv + kvh) * bs * hd;  // [head_dim, block_size]
-      if constexpr (std::is_same_v<KvT, int8_t>)
+      for (int g = 0; g < group; ++g) {
+        const int qh = kvh * group + g;
+        qp[g] = q + static_cast<int64_t>(qh) * hd;
+        sp[g] = sc + static_cast<int64_t>(qh) * span + (b0 - base);
+      }
+      if constexpr (std::is_same_v<KvT, int8_t>) {
         dequantize_k_slice(kb, a.k_scales + block * bs * groups, kvh, n, hd, bs, groups, kv.data());
-      for (int g0 = 0; g0 < group; g0 += kMaxQueries) {
-        const int m = std::min(kMaxQueries, group - g0);
-        for (int g = 0; g < m; ++g) {
-          const int qh = kvh * group + g0 + g;
-          qp[g] = q + static_cast<int64_t>(qh) * hd;
-          sp[g] = sc + static_cast<int64_t>(qh) * span + (b0 - base);
-        }
-        if constexpr (std::is_same_v<KvT, int8_t>)
-          block_scores_queries(qp, m, kv.data(), n, hd, bs, a.scale, sp);
-        else
-          block_scores_queries(qp, m, kb, n, hd, bs, a.scale, sp);
+        block_scores_queries(qp.data(), group, kv.data(), n, hd, bs, a.scale, sp.data());
+      } else {
+        block_scores_queries(qp.data(), group, kb, n, hd, bs, a.scale, sp.data());
       }
     }
   }
@@ -265,30 +263,27 @@ void chunk_values(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, i
   [[maybe_unused]] const int groups = n_kv * hd / kKvQ8Group;
   if constexpr (std::is_same_v<KvT, int8_t>) kv.resize(static_cast<size_t>(bs) * hd);
   std::fill(part + static_cast<int64_t>(h0) * group * hd, part + static_cast<int64_t>(h1) * group * hd, 0.0f);
-  const float* wp[kMaxQueries];
-  float* op[kMaxQueries];
+  thread_local std::vector<const float*> wp;  // one KV head's weights and their sums
+  thread_local std::vector<float*> op;
+  wp.resize(group), op.resize(group);
   for (int b0 = p0 / bs * bs; b0 < p1; b0 += bs) {
     const int64_t block = table[b0 / bs];
     const int n = std::min(bs, p1 - b0);
     for (int kvh = h0; kvh < h1; ++kvh) {
       const KvT* vb = a.v_cache + (block * n_kv + kvh) * bs * hd;  // [block_size, head_dim]
-      if constexpr (std::is_same_v<KvT, int8_t>)
+      for (int g = 0; g < group; ++g) {
+        const int qh = kvh * group + g;
+        wp[g] = w + static_cast<int64_t>(qh) * span + (b0 - base);
+        op[g] = part + static_cast<int64_t>(qh) * hd;
+      }
+      if constexpr (std::is_same_v<KvT, int8_t>) {
         dequantize_v_slice(vb, a.v_scales + block * bs * groups, kvh, n, hd, groups, kv.data());
-      for (int g0 = 0; g0 < group; g0 += kMaxQueries) {
-        const int m = std::min(kMaxQueries, group - g0);
-        for (int g = 0; g < m; ++g) {
-          const int qh = kvh * group + g0 + g;
-          wp[g] = w + static_cast<int64_t>(qh) * span + (b0 - base);
-          op[g] = part + static_cast<int64_t>(qh) * hd;
-        }
-        if constexpr (std::is_same_v<KvT, int8_t>) {
-          block_weighted_sum_queries(wp, m, kv.data(), n, hd, op);
-          if (b0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
-            for (int g = 0; g < m; ++g)
-              for (int d = 0; d < hd; ++d) op[g][d] += wp[g][0] * a.v_anchor[static_cast<int64_t>(kvh) * hd + d];
-        } else {
-          block_weighted_sum_queries(wp, m, vb, n, hd, op);
-        }
+        block_weighted_sum_queries(wp.data(), group, kv.data(), n, hd, op.data());
+        if (b0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
+          for (int g = 0; g < group; ++g)
+            for (int d = 0; d < hd; ++d) op[g][d] += wp[g][0] * a.v_anchor[static_cast<int64_t>(kvh) * hd + d];
+      } else {
+        block_weighted_sum_queries(wp.data(), group, vb, n, hd, op.data());
       }
     }
   }
@@ -448,7 +443,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
       // Row i sees positions start_of(i)..ctx_lens[t0 + i]-1. The tile's scores run from the start
       // of the first block a row sees (base) to the longest context (end); each row's outside its
       // own positions are set to zero after its softmax.
-      auto start_of = [&](int i) { return a.window > 0 ? std::max(0, ctx_lens[t0 + i] - a.window) : 0; };
+      auto start_of = [&](int i) { return start_of_row(t0 + i); };
       int base = ctx_lens[t0], end = 0;
       for (int i = 0; i < R; ++i) {
         base = std::min(base, start_of(i) / block_size * block_size);

@@ -18,6 +18,7 @@ namespace kvserve::KVSERVE_KERNEL_NS {
 #include "kernels/vec_math.h"
 
 #include "kernels/attention_blocks.h"
+#include "kernels/attention_q8.h"
 
 template <class KvT>
 void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
@@ -35,78 +36,6 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
   }
 }
 
-namespace {
-// IEEE half <-> float for the q8_0 scales, exact (F16C where the level has it).
-inline float half_bits_to_float(uint16_t h) {
-#if KVSERVE_HAS_F16C
-  return _cvtsh_ss(h);
-#else
-  return static_cast<float>(std::bit_cast<_Float16>(h));
-#endif
-}
-inline uint16_t float_to_half_bits(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
-
-// One row of 32 values to int8 with a scale (d = max|x| / 127), q8_0's rule. x: [32]; q: [32].
-inline uint16_t quantize32(const float* x, int8_t* q) {
-  float amax = 0.0f;
-  for (int i = 0; i < kKvQ8Group; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const uint16_t dh = float_to_half_bits(amax / 127.0f);
-  const float d = half_bits_to_float(dh), id = d > 0.0f ? 1.0f / d : 0.0f;
-  for (int i = 0; i < kKvQ8Group; ++i)
-    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * id), -127.0f, 127.0f));
-  return dh;
-}
-
-#if KVSERVE_HAS_AVX512
-// 16 int8 values as floats. q: [16].
-inline __m512 int8_lanes(const int8_t* q) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
-}
-#endif
-
-// The q8_0 K slice of one (block, KV head) as floats in the float cache's layout, its first n
-// positions. kq: [head_dim, block_size]; ks: the block's scales [block_size, groups]; kf: as kq.
-// Each run of dimensions under one scale is converted 16 values at a time on AVX-512 (GCC makes
-// 8-lane code of the plain loop there, 2.4x slower in prefill), by the plain loop elsewhere.
-inline void dequantize_k_slice(const int8_t* kq, const uint16_t* ks, int kvh, int n, int head_dim, int block_size,
-                               int groups, float* kf) {
-  float scale[1024];  // one group's scales at the n positions (cache.block_size <= 1024, config.cc)
-  for (int d0 = 0; d0 < head_dim;) {
-    const int c = kvh * head_dim + d0, g = c / kKvQ8Group, d1 = std::min(head_dim, d0 + (g + 1) * kKvQ8Group - c);
-    for (int s = 0; s < n; ++s) scale[s] = half_bits_to_float(ks[s * groups + g]);
-    for (int d = d0; d < d1; ++d) {
-      const int8_t* q = kq + int64_t{d} * block_size;
-      float* f = kf + int64_t{d} * block_size;
-      int s = 0;
-#if KVSERVE_HAS_AVX512
-      for (; s + kLanes <= n; s += kLanes)
-        _mm512_storeu_ps(f + s, _mm512_mul_ps(int8_lanes(q + s), _mm512_loadu_ps(scale + s)));
-#endif
-      for (; s < n; ++s) f[s] = static_cast<float>(q[s]) * scale[s];
-    }
-    d0 = d1;
-  }
-}
-
-// The same for V. vq, vf: [block_size, head_dim]; vs: the block's scales [block_size, groups].
-inline void dequantize_v_slice(const int8_t* vq, const uint16_t* vs, int kvh, int n, int head_dim, int groups,
-                               float* vf) {
-  for (int s = 0; s < n; ++s)
-    for (int d0 = 0; d0 < head_dim;) {
-      const int c = kvh * head_dim + d0, g = c / kKvQ8Group, d1 = std::min(head_dim, d0 + (g + 1) * kKvQ8Group - c);
-      const float scale = half_bits_to_float(vs[s * groups + g]);
-      const int8_t* q = vq + int64_t{s} * head_dim;
-      float* f = vf + int64_t{s} * head_dim;
-      int d = d0;
-#if KVSERVE_HAS_AVX512
-      for (const __m512 sv = _mm512_set1_ps(scale); d + kLanes <= d1; d += kLanes)
-        _mm512_storeu_ps(f + d, _mm512_mul_ps(int8_lanes(q + d), sv));
-#endif
-      for (; d < d1; ++d) f[d] = static_cast<float>(q[d]) * scale;
-      d0 = d1;
-    }
-}
-}  // namespace
 
 void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_stride, const int64_t* slots,
                  const int32_t* positions, const float* k_anchor, const float* v_anchor, int n_kv, int head_dim,
@@ -123,8 +52,8 @@ void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_strid
         kx[i] = k[r * row_stride + c] - (k_anchor ? k_anchor[c] : 0.0f);
         vx[i] = v_cache ? v[r * row_stride + c] - (v_off ? v_off[c] : 0.0f) : 0.0f;
       }
-      k_scales[(block * block_size + off) * groups + g] = quantize32(kx, kq);
-      if (v_cache) v_scales[(block * block_size + off) * groups + g] = quantize32(vx, vq);
+      k_scales[(block * groups + g) * block_size + off] = quantize32(kx, kq);
+      if (v_cache) v_scales[(block * groups + g) * block_size + off] = quantize32(vx, vq);
       // Value i of the group is dimension d of KV head h in the row.
       for (int i = 0; i < kKvQ8Group; ++i) {
         const int h = (g * kKvQ8Group + i) / head_dim, d = (g * kKvQ8Group + i) % head_dim;
@@ -136,56 +65,6 @@ void write_kv_q8(const float* k, const float* v, int64_t rows, int64_t row_strid
   }
 }
 
-namespace {
-// q8_0: one (sequence, KV head)'s K and V slices as floats, block by block, kept across a
-// thread's work items within one call. The rows of a prompt chunk read the same blocks, each one
-// position further: each block is then decoded once per thread, not once per row. Up to
-// kKeptFloats floats each of K and V; blocks past that are decoded per item into one spare entry.
-class Q8Slices {
- public:
-  static constexpr int kKeptFloats = 1 << 18;
-  // A new call: nothing kept. slice: floats of one block's K (or V) slice.
-  void start(int slice) {
-    slice_ = slice;
-    cap_ = std::max(1, kKeptFloats / slice);
-    k_.resize(static_cast<size_t>(cap_ + 1) * slice);
-    v_.resize(k_.size());
-    k_n_.assign(cap_ + 1, 0);
-    v_n_.assign(cap_ + 1, 0);
-    table_ = nullptr;
-    used_ = 0;
-  }
-  // The work item's sequence (its block-table row) and KV head; another one forgets the blocks.
-  void select(const int32_t* table, int kvh) {
-    if (table == table_ && kvh == kvh_) return;
-    table_ = table, kvh_ = kvh;
-    std::fill_n(k_n_.begin(), used_, 0);  // entries past used_ were never set since start()
-    std::fill_n(v_n_.begin(), used_, 0);
-    used_ = 0;
-  }
-  // Block i's first n positions as floats; fill(dst) decodes them where they are not kept yet.
-  template <class Fill>
-  const float* k(int i, int n, Fill fill) { return get(k_, k_n_, i, n, fill); }
-  template <class Fill>
-  const float* v(int i, int n, Fill fill) { return get(v_, v_n_, i, n, fill); }
-
- private:
-  template <class Fill>
-  const float* get(std::vector<float>& buf, std::vector<int>& got, int i, int n, Fill fill) {
-    const int e = std::min(i, cap_);
-    float* p = buf.data() + static_cast<size_t>(e) * slice_;
-    if (e == cap_ || got[e] < n) {
-      fill(p);
-      if (e < cap_) got[e] = n, used_ = std::max(used_, e + 1);
-    }
-    return p;
-  }
-  const int32_t* table_ = nullptr;
-  int kvh_ = -1, slice_ = 0, cap_ = 0, used_ = 0;
-  std::vector<float> k_, v_;
-  std::vector<int> k_n_, v_n_;  // positions of each kept block decoded so far
-};
-}  // namespace
 
 namespace {
 // A decode row's context is read in chunks of this many positions (rounded down to whole blocks,
@@ -205,7 +84,6 @@ void chunk_scores(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, i
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.max_blocks;
   const float* q = a.q + t * a.q_stride;
   [[maybe_unused]] const int groups = n_kv * hd / kKvQ8Group;
-  if constexpr (std::is_same_v<KvT, int8_t>) kv.resize(static_cast<size_t>(bs) * hd);
   thread_local std::vector<const float*> qp;  // one KV head's queries and their scores
   thread_local std::vector<float*> sp;
   qp.resize(group), sp.resize(group);
@@ -220,8 +98,8 @@ void chunk_scores(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, i
         sp[g] = sc + static_cast<int64_t>(qh) * span + (b0 - base);
       }
       if constexpr (std::is_same_v<KvT, int8_t>) {
-        dequantize_k_slice(kb, a.k_scales + block * bs * groups, kvh, n, hd, bs, groups, kv.data());
-        block_scores_queries(qp.data(), group, kv.data(), n, hd, bs, a.scale, sp.data());
+        q8_block_scores_queries(qp.data(), group, kb, a.k_scales + block * bs * groups, kvh, n, hd, bs, a.scale,
+                                sp.data(), kv);
       } else {
         block_scores_queries(qp.data(), group, kb, n, hd, bs, a.scale, sp.data());
       }
@@ -261,7 +139,6 @@ void chunk_values(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, i
   const int n_kv = a.n_kv, hd = a.head_dim, bs = a.block_size, group = a.n_head / n_kv;
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.max_blocks;
   [[maybe_unused]] const int groups = n_kv * hd / kKvQ8Group;
-  if constexpr (std::is_same_v<KvT, int8_t>) kv.resize(static_cast<size_t>(bs) * hd);
   std::fill(part + static_cast<int64_t>(h0) * group * hd, part + static_cast<int64_t>(h1) * group * hd, 0.0f);
   thread_local std::vector<const float*> wp;  // one KV head's weights and their sums
   thread_local std::vector<float*> op;
@@ -277,13 +154,13 @@ void chunk_values(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, i
         op[g] = part + static_cast<int64_t>(qh) * hd;
       }
       if constexpr (std::is_same_v<KvT, int8_t>) {
-        dequantize_v_slice(vb, a.v_scales + block * bs * groups, kvh, n, hd, groups, kv.data());
-        block_weighted_sum_queries(wp.data(), group, kv.data(), n, hd, op.data());
+        q8_block_weighted_sum_queries(wp.data(), group, vb, a.v_scales + block * bs * groups, kvh, n, hd, bs,
+                                      op.data(), kv);
         if (b0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
           for (int g = 0; g < group; ++g)
             for (int d = 0; d < hd; ++d) op[g][d] += wp[g][0] * a.v_anchor[static_cast<int64_t>(kvh) * hd + d];
       } else {
-        block_weighted_sum_queries(wp.data(), group, vb, n, hd, op.data());
+        block_weighted_sum_queries(wp.data(), group, vb, n, hd, hd, op.data());
       }
     }
   }
@@ -332,12 +209,10 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
   thread_local std::vector<AttnItem> items;
   tiles.clear();
   items.clear();
-  bool rows_share_sequences = false;  // a sequence's rows are consecutive
   int64_t single_rows = 0;
   for (int64_t t = 0; t < rows;) {
     int r = 1;
     while (t + r < rows && token_seq[t + r] == token_seq[t]) {
-      rows_share_sequences = true;
       if (r == tile_cap || std::abs(ctx_lens[t + r] - ctx_lens[t]) >= 2 * tile_cap) break;
       ++r;
     }
@@ -350,12 +225,10 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
   // takes a run of KV heads: a block holds its KV heads' slices side by side, so an item that
   // takes several heads block by block reads one contiguous run per block, which the hardware
   // prefetchers follow (scattered 2 KB slices left decode attention latency-bound); runs are as
-  // long as still gives each thread two items. The latent cache keeps one head an item, and so
-  // does q8_0 where a sequence has several rows (a prompt chunk), whose decoded slices are kept
-  // per head for its rows (Q8Slices); with one row a sequence each slice is decoded once anyway.
+  // long as still gives each thread two items. The latent cache keeps one head an item, so that
+  // a q8_0 one's converted slices serve a prompt's rows one after another (Q8Slices).
   const int threads = omp_get_max_threads();
-  const bool one_head = v_in_k || (std::is_same_v<KvT, int8_t> && rows_share_sequences);
-  [[maybe_unused]] const bool keep_q8 = one_head;  // q8_0: slices kept in Q8Slices, else decoded per use
+  const bool one_head = v_in_k;
   const int64_t want_items = 2 * static_cast<int64_t>(threads);
   const int n_tiles = static_cast<int>(tiles.size());
   for (int h = 0; h < n_kv; ++h)
@@ -418,14 +291,10 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
     thread_local std::vector<float> scores;
     thread_local std::vector<const float*> qp, wp;  // the queries (weights) of one KV head
     thread_local std::vector<float*> sp, op;        // their scores (outputs)
-    thread_local Q8Slices q8;
-    thread_local std::vector<float> q8_slice;  // one decoded slice, where nothing is kept
+    thread_local Q8Slices q8;  // q8_0 slices as floats, for a prompt's tiles or a latent cache's rows
     [[maybe_unused]] const int groups = n_kv * head_dim / kKvQ8Group;
-    if constexpr (std::is_same_v<KvT, int8_t>) {
-      q8.start(block_size * head_dim);
-      q8_slice.resize(static_cast<size_t>(block_size) * head_dim);
-    }
-    thread_local std::vector<float> chunk_kv;  // one decoded q8_0 slice of a decode chunk
+    if constexpr (std::is_same_v<KvT, int8_t>) q8.start(block_size * head_dim);
+    thread_local std::vector<float> q8_scratch;  // the q8_0 kernels' scales and partial sums
     thread_local std::vector<float> vpart;     // a tile's weighted values of one chunk [heads, queries, vd]
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < n_items; ++it) {
@@ -435,7 +304,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         const int base = base_of_row(t);
         chunk_scores(a, t, std::max(c * chunk, start_of_row(t)), std::min((c + 1) * chunk, ctx_lens[t]),
                      item_list[it].h0, item_list[it].h1, base, ctx_lens[t] - base,
-                     score_base + score_at[item_list[it].tile], chunk_kv);
+                     score_base + score_at[item_list[it].tile], q8_scratch);
         continue;
       }
       const int h0 = item_list[it].h0, h1 = item_list[it].h1, nh = h1 - h0, R = tile.rows, nq = R * group;
@@ -463,16 +332,11 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
       auto out_of = [&](int i, int kvh, int g) {
         return out + (t0 + i) * out_stride + (static_cast<int64_t>(kvh) * group + g) * vd;
       };
+      // q8_0: a tile of several rows, or a latent cache's row, reads slices kept as floats (the
+      // same bits as from the int8 values); a decode row reads the cache.
+      [[maybe_unused]] const bool keep = R > 1 || v_in_k;
       if constexpr (std::is_same_v<KvT, int8_t>)
-        if (keep_q8) q8.select(table, h0);
-      // q8_0: block i's slice decoded by fill, kept or not.
-      [[maybe_unused]] auto q8_get = [&](bool is_k, int i, int n, auto fill) -> const float* {
-        if (!keep_q8) {
-          fill(q8_slice.data());
-          return q8_slice.data();
-        }
-        return is_k ? q8.k(i, n, fill) : q8.v(i, n, fill);
-      };
+        if (keep) q8.select(table, h0);
 
       // A block's run of slices is requested kAhead blocks ahead: one block's work is shorter
       // than a trip to memory, and the blocks lie anywhere. K's are followed by V's first,
@@ -500,11 +364,13 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
             }
           const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
           if constexpr (std::is_same_v<KvT, int8_t>) {
-            const float* kf = q8_get(true, p0 / block_size, n, [&](float* dst) {
-              dequantize_k_slice(kb, a.k_scales + block * block_size * groups, kvh, n, head_dim, block_size, groups,
-                                 dst);
-            });
-            block_scores_queries(qp.data(), nq, kf, n, head_dim, block_size, scale, sp.data());
+            const uint16_t* ks = a.k_scales + block * block_size * groups;
+            if (keep)
+              q8_block_scores_queries(qp.data(), nq, q8.k(p0 / block_size, kb), ks, kvh, n, head_dim, block_size,
+                                      scale, sp.data(), q8_scratch);
+            else
+              q8_block_scores_queries(qp.data(), nq, kb, ks, kvh, n, head_dim, block_size, scale, sp.data(),
+                                      q8_scratch);
           } else {
             block_scores_queries(qp.data(), nq, kb, n, head_dim, block_size, scale, sp.data());
           }
@@ -532,17 +398,14 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
           const int64_t block = table[p0 / block_size];
           const KvT* kb = k_cache + (block * n_kv + kvh) * block_size * head_dim;  // [head_dim, block_size]
           const int n = std::min(block_size, end - p0);
-          auto weigh = [&](const auto* slice) {
-            for (int g = 0; g < group; ++g)
-              block_weighted_sum_t(sc_of(0, kvh, g) + (p0 - base), slice, n, vd, block_size, out_of(0, kvh, g));
-          };
-          if constexpr (std::is_same_v<KvT, int8_t>)
-            weigh(q8.k(p0 / block_size, n, [&](float* dst) {
-              dequantize_k_slice(kb, a.k_scales + block * block_size * groups, kvh, n, head_dim, block_size, groups,
-                                 dst);
-            }));
-          else
-            weigh(kb);
+          for (int g = 0; g < group; ++g) {
+            const float* w = sc_of(0, kvh, g) + (p0 - base);
+            if constexpr (std::is_same_v<KvT, int8_t>)
+              q8_block_weighted_sum_t(w, q8.k(p0 / block_size, kb), a.k_scales + block * block_size * groups, kvh, n,
+                                      vd, head_dim, block_size, out_of(0, kvh, g), q8_scratch);
+            else
+              block_weighted_sum_t(w, kb, n, vd, block_size, out_of(0, kvh, g));
+          }
         }
         if constexpr (std::is_same_v<KvT, int8_t>) {
           if (a.k_anchor)  // every row's values came from K - anchor: add Σw · anchor back
@@ -574,10 +437,13 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
             }
           const KvT* vb = v_cache + (block * n_kv + kvh) * block_size * head_dim;  // [block_size, head_dim]
           if constexpr (std::is_same_v<KvT, int8_t>) {
-            const float* vf = q8_get(false, p0 / block_size, n, [&](float* dst) {
-              dequantize_v_slice(vb, a.v_scales + block * block_size * groups, kvh, n, head_dim, groups, dst);
-            });
-            block_weighted_sum_queries(wp.data(), nq, vf, n, head_dim, op.data());
+            const uint16_t* vs = a.v_scales + block * block_size * groups;
+            if (keep)
+              q8_block_weighted_sum_queries(wp.data(), nq, q8.v(p0 / block_size, vb), vs, kvh, n, head_dim,
+                                            block_size, op.data(), q8_scratch);
+            else
+              q8_block_weighted_sum_queries(wp.data(), nq, vb, vs, kvh, n, head_dim, block_size, op.data(),
+                                            q8_scratch);
             if (p0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
               for (int j = 0; j < nq; ++j) {
                 const float w = wp[j][0];
@@ -585,7 +451,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
                 for (int d = 0; d < head_dim; ++d) op[j][d] += w * an[d];
               }
           } else {
-            block_weighted_sum_queries(wp.data(), nq, vb, n, head_dim, op.data());
+            block_weighted_sum_queries(wp.data(), nq, vb, n, head_dim, head_dim, op.data());
           }
         }
         if (p0 + block_size >= end || (p0 + block_size) % chunk == 0)
@@ -619,7 +485,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
         const int64_t slot = slot_of[item.tile] + item.chunk - start_of_row(t) / chunk;
         chunk_values(a, t, std::max(item.chunk * chunk, start_of_row(t)), std::min((item.chunk + 1) * chunk, ctx_lens[t]),
                      item.h0, item.h1, base, ctx_lens[t] - base, score_base + score_at[item.tile],
-                     part_base + slot * part_stride, chunk_kv);
+                     part_base + slot * part_stride, q8_scratch);
       }
 #pragma omp for schedule(static)
       for (int64_t j = 0; j < n_pairs; ++j) {

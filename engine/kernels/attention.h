@@ -26,7 +26,7 @@ void write_kv(const float* k, const float* v, int64_t rows, int64_t row_stride, 
               int n_kv, int head_dim, int block_size, KvT* k_cache, KvT* v_cache);
 
 // q8_0: the same, each token's K and V rows rounded to 8 bits per 32 values (all KV heads side
-// by side) with an F16 scale each: k_scales, v_scales: [num_blocks, block_size, n_kv·head_dim/32].
+// by side) with an F16 scale each: k_scales, v_scales: [num_blocks, n_kv·head_dim/32, block_size].
 // Rounded are K - k_anchor for every token and V - v_anchor for a token at position 0 (other V
 // rows as they are); paged_attention adds the anchors back. k_anchor, v_anchor: [n_kv·head_dim]
 // or null (zero); positions: [rows], each token's position in its sequence. v, v_cache and

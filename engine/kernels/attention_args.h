@@ -39,7 +39,7 @@ struct PagedAttentionArgs {
   float* const* capture = nullptr;
   const int64_t* capture_head_stride = nullptr;
   // q8_0 only: F16 scales of each 32 values of a token's K and V rows (all KV heads side by side),
-  // [num_blocks, block_size, n_kv·head_dim / 32].
+  // [num_blocks, n_kv·head_dim / 32, block_size] (a group's scales of a block's positions together).
   const uint16_t* k_scales = nullptr;
   const uint16_t* v_scales = nullptr;
   // q8_0 only, each [n_kv·head_dim] or null: what write_kv_q8 took off before rounding (K of

@@ -13,6 +13,11 @@ constexpr int kLanes = 16;  // one AVX-512 register of floats (two AVX2 register
 // 16 cache values as floats. For half precision, the hardware converter where there is one
 // (GCC does not vectorise _Float16 -> float conversions in the loops by itself).
 inline void load_lanes(const float* p, float* out) { std::memcpy(out, p, kLanes * sizeof(float)); }
+// A q8_0 cache's int8 values, read as they are (their scales are applied per run of dimensions,
+// attention_q8.h); the conversion is exact, so kernels give the same bits as on their floats.
+inline void load_lanes(const int8_t* p, float* out) {
+  for (int i = 0; i < kLanes; ++i) out[i] = static_cast<float>(p[i]);
+}
 inline void load_lanes(const _Float16* p, float* out) {
 #if KVSERVE_HAS_AVX512
   _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
@@ -29,12 +34,18 @@ inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 inline __m512 load16(const _Float16* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+inline __m512 load16(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
 
 #if KVSERVE_HAS_AVX512  // BW, VL: masked 16-bit loads
 // The lanes of m, zeros elsewhere; lanes outside m are not read.
 inline __m512 load16_masked(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 inline __m512 load16_masked(const _Float16* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+inline __m512 load16_masked(const int8_t* p, __mmask16 m) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
 }
 #endif
 
@@ -52,7 +63,35 @@ inline void prefetch_slice(const void* p, int64_t bytes) {
 #if KVS_ATTN_AVX2
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const _Float16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
 #endif
+
+// a · b + c, fused where the level has FMA units (the vector kernels' lanes), so that the
+// positions a kernel leaves to scalar code get the bits its vector lanes would give.
+inline float fmadd_lane(float a, float b, float c) {
+#if KVSERVE_HAS_F16C  // every level with F16C has FMA
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// One query's score at position s as the score kernels' AVX2 vectors (and block_scores_multi's
+// AVX-512 ones) form it in a lane: even and odd dimensions in two chains, their sum times scale.
+// q: [head_dim]; kb: [head_dim, block_size].
+template <class KvT>
+inline float score_lane(const float* q, const KvT* kb, int s, int head_dim, int block_size, float scale) {
+  float a0 = 0.0f, a1 = 0.0f;
+  int d = 0;
+  for (; d + 2 <= head_dim; d += 2) {
+    a0 = fmadd_lane(q[d], static_cast<float>(kb[static_cast<int64_t>(d) * block_size + s]), a0);
+    a1 = fmadd_lane(q[d + 1], static_cast<float>(kb[static_cast<int64_t>(d + 1) * block_size + s]), a1);
+  }
+  if (d < head_dim) a0 = fmadd_lane(q[d], static_cast<float>(kb[static_cast<int64_t>(d) * block_size + s]), a0);
+  return (a0 + a1) * scale;
+}
 
 // sc[0..n) = scale · (q · K[:, s]) for the first n positions of one block.
 // qg: [head_dim]; kb: [head_dim, block_size]; sc: [n].
@@ -141,17 +180,14 @@ inline void block_scores(const float* qg, const KvT* kb, int n, int head_dim, in
     for (int s = 0; s < kLanes; ++s) sc[s0 + s] = acc[s] * scale;
   }
 #endif
-  for (int s = s0; s < n; ++s) {
-    float dot = 0.0f;
-    for (int d = 0; d < head_dim; ++d) dot += qg[d] * static_cast<float>(kb[static_cast<int64_t>(d) * block_size + s]);
-    sc[s] = dot * scale;
-  }
+  for (int s = s0; s < n; ++s) sc[s] = score_lane(qg, kb, s, head_dim, block_size, scale);
 }
 
-// o += Σ_s w[s] · V[s, :] over the first n positions of one block.
-// w: [n]; vb: [block_size, head_dim]; o: [head_dim].
+// o += Σ_s w[s] · V[s, :] over the first n positions of one block, head_dim values of each V row
+// (rows stride apart: a q8_0 slice is summed a run of dimensions at a time).
+// w: [n]; vb: [block_size, stride]; o: [head_dim].
 template <class KvT>
-inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_dim, float* o) {
+inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_dim, int stride, float* o) {
   int d0 = 0;
 #if KVSERVE_HAS_AVX512
   // 64 output dimensions at a time: four independent accumulators per position.
@@ -159,7 +195,7 @@ inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_di
     __m512 a0 = _mm512_loadu_ps(o + d0), a1 = _mm512_loadu_ps(o + d0 + 16), a2 = _mm512_loadu_ps(o + d0 + 32),
            a3 = _mm512_loadu_ps(o + d0 + 48);
     for (int s = 0; s < n; ++s) {
-      const KvT* v = vb + static_cast<int64_t>(s) * head_dim + d0;
+      const KvT* v = vb + static_cast<int64_t>(s) * stride + d0;
       const __m512 ws = _mm512_set1_ps(w[s]);
       a0 = _mm512_fmadd_ps(ws, load16(v), a0);
       a1 = _mm512_fmadd_ps(ws, load16(v + 16), a1);
@@ -171,13 +207,45 @@ inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_di
     _mm512_storeu_ps(o + d0 + 32, a2);
     _mm512_storeu_ps(o + d0 + 48, a3);
   }
+  // 32 or 16 (a q8_0 run of dimensions): even and odd positions in their own accumulators, so
+  // that four (two) FMA chains run side by side.
+  for (; d0 + 2 * kLanes <= head_dim; d0 += 2 * kLanes) {
+    __m512 a0 = _mm512_loadu_ps(o + d0), a1 = _mm512_loadu_ps(o + d0 + 16), a2 = _mm512_setzero_ps(), a3 = a2;
+    int s = 0;
+    for (; s + 2 <= n; s += 2) {
+      const KvT* v = vb + static_cast<int64_t>(s) * stride + d0;
+      const __m512 w0 = _mm512_set1_ps(w[s]), w1 = _mm512_set1_ps(w[s + 1]);
+      a0 = _mm512_fmadd_ps(w0, load16(v), a0);
+      a1 = _mm512_fmadd_ps(w0, load16(v + 16), a1);
+      a2 = _mm512_fmadd_ps(w1, load16(v + stride), a2);
+      a3 = _mm512_fmadd_ps(w1, load16(v + stride + 16), a3);
+    }
+    if (s < n) {
+      const KvT* v = vb + static_cast<int64_t>(s) * stride + d0;
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[s]), load16(v), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(w[s]), load16(v + 16), a1);
+    }
+    _mm512_storeu_ps(o + d0, _mm512_add_ps(a0, a2));
+    _mm512_storeu_ps(o + d0 + 16, _mm512_add_ps(a1, a3));
+  }
+  for (; d0 + kLanes <= head_dim; d0 += kLanes) {
+    __m512 a0 = _mm512_loadu_ps(o + d0), a1 = _mm512_setzero_ps();
+    int s = 0;
+    for (; s + 2 <= n; s += 2) {
+      const KvT* v = vb + static_cast<int64_t>(s) * stride + d0;
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[s]), load16(v), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(w[s + 1]), load16(v + stride), a1);
+    }
+    if (s < n) a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[s]), load16(vb + static_cast<int64_t>(s) * stride + d0), a0);
+    _mm512_storeu_ps(o + d0, _mm512_add_ps(a0, a1));
+  }
 #elif KVS_ATTN_AVX2
   // 32 output dimensions at a time: four accumulators per position, then 8 at a time.
   for (; d0 + 32 <= head_dim; d0 += 32) {
     __m256 a0 = _mm256_loadu_ps(o + d0), a1 = _mm256_loadu_ps(o + d0 + 8), a2 = _mm256_loadu_ps(o + d0 + 16),
            a3 = _mm256_loadu_ps(o + d0 + 24);
     for (int s = 0; s < n; ++s) {
-      const KvT* v = vb + static_cast<int64_t>(s) * head_dim + d0;
+      const KvT* v = vb + static_cast<int64_t>(s) * stride + d0;
       const __m256 ws = _mm256_set1_ps(w[s]);
       a0 = _mm256_fmadd_ps(ws, load8(v), a0);
       a1 = _mm256_fmadd_ps(ws, load8(v + 8), a1);
@@ -191,7 +259,7 @@ inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_di
   }
   for (; d0 + 8 <= head_dim; d0 += 8) {
     __m256 a = _mm256_loadu_ps(o + d0);
-    for (int s = 0; s < n; ++s) a = _mm256_fmadd_ps(_mm256_set1_ps(w[s]), load8(vb + static_cast<int64_t>(s) * head_dim + d0), a);
+    for (int s = 0; s < n; ++s) a = _mm256_fmadd_ps(_mm256_set1_ps(w[s]), load8(vb + static_cast<int64_t>(s) * stride + d0), a);
     _mm256_storeu_ps(o + d0, a);
   }
 #endif
@@ -202,14 +270,14 @@ inline void block_weighted_sum(const float* w, const KvT* vb, int n, int head_di
     for (int s = 0; s < n; ++s) {
       const float ws = w[s];
       float vr[kLanes];
-      load_lanes(vb + static_cast<int64_t>(s) * head_dim + d0, vr);
+      load_lanes(vb + static_cast<int64_t>(s) * stride + d0, vr);
 #pragma omp simd
       for (int k = 0; k < kLanes; ++k) acc[k] += ws * vr[k];
     }
     for (int k = 0; k < kLanes; ++k) o[d0 + k] = acc[k];
   }
   for (int s = 0; s < n; ++s)
-    for (int d = d0; d < head_dim; ++d) o[d] += w[s] * static_cast<float>(vb[static_cast<int64_t>(s) * head_dim + d]);
+    for (int d = d0; d < head_dim; ++d) o[d] += w[s] * static_cast<float>(vb[static_cast<int64_t>(s) * stride + d]);
 }
 
 // o[d] += Σ_s w[s] · K[d, s] for d < v_dim over the first n positions of one block: the values
@@ -278,8 +346,7 @@ inline void block_scores_multi(const float* const* qs, const KvT* kb, int n, int
   }
 #elif KVS_ATTN_AVX2
   // 8 positions at a time, queries four at a time (their accumulators and the K loads fill the
-  // 16 registers), each over even and odd dimensions as block_scores sums them, so that a
-  // prompt row's scores are a decode row's bits; the last < 8 positions by block_scores itself.
+  // 16 registers), each over even and odd dimensions.
   const __m256 vs = _mm256_set1_ps(scale);
   int s0 = 0;
   for (; s0 + 8 <= n; s0 += 8)
@@ -303,18 +370,21 @@ inline void block_scores_multi(const float* const* qs, const KvT* kb, int n, int
       }
       for (int m = 0; m < mq; ++m) _mm256_storeu_ps(scs[m0 + m] + s0, _mm256_mul_ps(_mm256_add_ps(a[m][0], a[m][1]), vs));
     }
-  if (s0 < n)
-    for (int m = 0; m < M; ++m) block_scores(qs[m], kb + s0, n - s0, head_dim, block_size, scale, scs[m] + s0);
+  // The last < 8 positions lane by lane as the vectors form them: a row's scores do not depend
+  // on how many positions its tile reads.
+  for (; s0 < n; ++s0)
+    for (int m = 0; m < M; ++m) scs[m][s0] = score_lane(qs[m], kb, s0, head_dim, block_size, scale);
 #else
   for (int m = 0; m < M; ++m) block_scores(qs[m], kb, n, head_dim, block_size, scale, scs[m]);
 #endif
 }
 
 // o[m] += Σ_s w[m][s] · V[s, :] over the first n positions of one block for M weight rows: each V
-// value is loaded and converted once for all M. ws: M pointers to [n]; vb: [block_size, head_dim];
-// os: M pointers to [head_dim].
+// value is loaded and converted once for all M. ws: M pointers to [n]; vb: [block_size, stride]
+// (head_dim of each row summed); os: M pointers to [head_dim].
 template <int M, class KvT>
-inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int n, int head_dim, float* const* os) {
+inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int n, int head_dim, int stride,
+                                     float* const* os) {
 #if KVSERVE_HAS_AVX512
   int d0 = 0;
   // 32 output dimensions at a time: 2M accumulators, two V loads per position.
@@ -322,7 +392,7 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
     __m512 a[M][2];
     for (int m = 0; m < M; ++m) a[m][0] = _mm512_loadu_ps(os[m] + d0), a[m][1] = _mm512_loadu_ps(os[m] + d0 + kLanes);
     for (int s = 0; s < n; ++s) {
-      const KvT* v = vb + static_cast<int64_t>(s) * head_dim + d0;
+      const KvT* v = vb + static_cast<int64_t>(s) * stride + d0;
       const __m512 v0 = load16(v), v1 = load16(v + kLanes);
       for (int m = 0; m < M; ++m) {
         const __m512 w = _mm512_set1_ps(ws[m][s]);
@@ -336,7 +406,7 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
     __m512 a[M];
     for (int m = 0; m < M; ++m) a[m] = _mm512_loadu_ps(os[m] + d0);
     for (int s = 0; s < n; ++s) {
-      const __m512 v0 = load16(vb + static_cast<int64_t>(s) * head_dim + d0);
+      const __m512 v0 = load16(vb + static_cast<int64_t>(s) * stride + d0);
       for (int m = 0; m < M; ++m) a[m] = _mm512_fmadd_ps(_mm512_set1_ps(ws[m][s]), v0, a[m]);
     }
     for (int m = 0; m < M; ++m) _mm512_storeu_ps(os[m] + d0, a[m]);
@@ -344,7 +414,7 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
   for (int m = 0; m < M; ++m)
     for (int s = 0; s < n; ++s)
       for (int d = d0; d < head_dim; ++d)
-        os[m][d] += ws[m][s] * static_cast<float>(vb[static_cast<int64_t>(s) * head_dim + d]);
+        os[m][d] += ws[m][s] * static_cast<float>(vb[static_cast<int64_t>(s) * stride + d]);
 #elif KVS_ATTN_AVX2
   // 8 output dimensions at a time: M accumulators, one V load per position.
   int d0 = 0;
@@ -352,7 +422,7 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
     __m256 a[M];
     for (int m = 0; m < M; ++m) a[m] = _mm256_loadu_ps(os[m] + d0);
     for (int s = 0; s < n; ++s) {
-      const __m256 v = load8(vb + static_cast<int64_t>(s) * head_dim + d0);
+      const __m256 v = load8(vb + static_cast<int64_t>(s) * stride + d0);
       for (int m = 0; m < M; ++m) a[m] = _mm256_fmadd_ps(_mm256_set1_ps(ws[m][s]), v, a[m]);
     }
     for (int m = 0; m < M; ++m) _mm256_storeu_ps(os[m] + d0, a[m]);
@@ -360,9 +430,9 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
   for (int m = 0; m < M; ++m)
     for (int s = 0; s < n; ++s)
       for (int d = d0; d < head_dim; ++d)
-        os[m][d] += ws[m][s] * static_cast<float>(vb[static_cast<int64_t>(s) * head_dim + d]);
+        os[m][d] += ws[m][s] * static_cast<float>(vb[static_cast<int64_t>(s) * stride + d]);
 #else
-  for (int m = 0; m < M; ++m) block_weighted_sum(ws[m], vb, n, head_dim, os[m]);
+  for (int m = 0; m < M; ++m) block_weighted_sum(ws[m], vb, n, head_dim, stride, os[m]);
 #endif
 }
 
@@ -397,13 +467,13 @@ inline void block_scores_queries(const float* const* qs, int count, const KvT* k
 }
 template <class KvT>
 inline void block_weighted_sum_queries(const float* const* ws, int count, const KvT* vb, int n, int head_dim,
-                                       float* const* os) {
+                                       int stride, float* const* os) {
   for (; count > 0; count -= kMaxQueries, ws += kMaxQueries, os += kMaxQueries)
     with_query_count(count, [&]<int M>() {
       if constexpr (M == 1)
-        block_weighted_sum(ws[0], vb, n, head_dim, os[0]);
+        block_weighted_sum(ws[0], vb, n, head_dim, stride, os[0]);
       else
-        block_weighted_sum_multi<M>(ws, vb, n, head_dim, os);
+        block_weighted_sum_multi<M>(ws, vb, n, head_dim, stride, os);
     });
 }
 

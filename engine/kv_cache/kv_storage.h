@@ -47,7 +47,7 @@ class KvStorage {
   // Null in a latent cache (shape().v_in_k > 0).
   template <class T>
   T* v(int layer) { return v_.empty() ? nullptr : static_cast<T*>(v_[layout_.layer_index[layer]].data()); }
-  // q8_0: the layer's K or V scales (F16 bits), [num_blocks, block_size, n_kv·head_dim / 32].
+  // q8_0: the layer's K or V scales (F16 bits), [num_blocks, n_kv·head_dim / 32, block_size].
   uint16_t* k_scales(int layer) { return static_cast<uint16_t*>(ks_[layout_.layer_index[layer]].data()); }
   uint16_t* v_scales(int layer) { return vs_.empty() ? nullptr : static_cast<uint16_t*>(vs_[layout_.layer_index[layer]].data()); }
   const KvLayout& layout() const { return layout_; }

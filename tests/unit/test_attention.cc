@@ -98,8 +98,8 @@ void check_against_dense(const Shape& shape, const KernelTable& k, int window = 
         for (int h = 0; h < n_kv; ++h)
           for (int i = 0; i < hd; ++i) {
             const int g = (h * hd + i) / kKvQ8Group;
-            const float dk = static_cast<float>(std::bit_cast<_Float16>(ks[(block * bs + off) * groups + g]));
-            const float dv = static_cast<float>(std::bit_cast<_Float16>(vs[(block * bs + off) * groups + g]));
+            const float dk = static_cast<float>(std::bit_cast<_Float16>(ks[(block * groups + g) * bs + off]));
+            const float dv = static_cast<float>(std::bit_cast<_Float16>(vs[(block * groups + g) * bs + off]));
             const int64_t base = (block * n_kv + h) * bs * hd;
             float& kx = K[s][(size_t(p) * n_kv + h) * hd + i];
             float& vx = V[s][(size_t(p) * n_kv + h) * hd + i];
@@ -257,6 +257,12 @@ void check_row_invariance(const Shape& shape, const KernelTable& k, int window) 
   std::vector<int32_t> tables(lens.size() * max_blocks, -1);
   const size_t cache_n = static_cast<size_t>(num_blocks) * n_kv * bs * hd;
   std::vector<KvT> kc(cache_n), vc(cache_n);
+  constexpr bool q8 = std::is_same_v<KvT, int8_t>;
+  if (q8 && n_kv * hd % kKvQ8Group != 0) return;  // q8_0 needs rows of whole blocks of 32
+  std::vector<uint16_t> ks(q8 ? static_cast<size_t>(num_blocks) * bs * n_kv * hd / kKvQ8Group : 0), vs(ks.size());
+  std::vector<float> k_anchor(static_cast<size_t>(n_kv) * hd), v_anchor(k_anchor.size());
+  for (auto* v : {&k_anchor, &v_anchor})
+    for (float& x : *v) x = 2.0f * U(rng);
   std::vector<std::vector<float>> Q(lens.size());
   int next = 0;
   for (size_t s = 0; s < lens.size(); ++s) {
@@ -268,12 +274,20 @@ void check_row_invariance(const Shape& shape, const KernelTable& k, int window) 
       for (float& x : *v) x = U(rng);
     std::vector<int64_t> slots;
     for (int p = 0; p < L; ++p) slots.push_back(int64_t{tables[s * max_blocks + p / bs]} * bs + p % bs);
-    k.write_kv(kc.data())(K.data(), V.data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(), vc.data());
+    if constexpr (q8) {
+      std::vector<int32_t> positions(L);
+      std::iota(positions.begin(), positions.end(), 0);
+      k.write_kv_q8(K.data(), V.data(), L, int64_t{n_kv} * hd, slots.data(), positions.data(), k_anchor.data(),
+                    v_anchor.data(), n_kv, hd, bs, kc.data(), vc.data(), ks.data(), vs.data());
+    } else {
+      k.write_kv(kc.data())(K.data(), V.data(), L, int64_t{n_kv} * hd, slots.data(), n_kv, hd, bs, kc.data(),
+                            vc.data());
+    }
   }
   std::vector<float> sinks(n_head);
   for (int h = 0; h < n_head; ++h) sinks[h] = h % 2 ? -1.0f : 1.5f;
-  // Rows (sequence, position); returns the output of the last one.
-  auto run = [&](const std::vector<std::pair<int, int>>& rows, bool capture) {
+  // Rows (sequence, position); returns the output of row `which` (-1: the last one).
+  auto run = [&](const std::vector<std::pair<int, int>>& rows, bool capture, int which = -1) {
     std::vector<int32_t> token_seq, ctx;
     std::vector<float> q;
     std::vector<std::vector<float>> cap(rows.size());
@@ -299,8 +313,13 @@ void check_row_invariance(const Shape& shape, const KernelTable& k, int window) 
                                              .block_size = bs, .scale = 0.3f, .window = window, .soft_cap = 2.0f,
                                              .sinks = sinks.data(), .out = out.data(),
                                              .capture = capture ? cap_ptrs.data() : nullptr,
-                                             .capture_head_stride = capture ? cap_strides.data() : nullptr});
-    return std::vector<float>(out.end() - n_head * hd, out.end());
+                                             .capture_head_stride = capture ? cap_strides.data() : nullptr,
+                                             .k_scales = q8 ? ks.data() : nullptr,
+                                             .v_scales = q8 ? vs.data() : nullptr,
+                                             .k_anchor = q8 ? k_anchor.data() : nullptr,
+                                             .v_anchor = q8 ? v_anchor.data() : nullptr});
+    const size_t w = which < 0 ? rows.size() - 1 : static_cast<size_t>(which);
+    return std::vector<float>(out.begin() + w * n_head * hd, out.begin() + (w + 1) * n_head * hd);
   };
   const std::vector<float> alone = run({{0, 199}}, false);
   EXPECT_EQ(run({{1, 89}, {2, 130}, {0, 199}}, false), alone) << "among other decode rows";
@@ -314,6 +333,9 @@ void check_row_invariance(const Shape& shape, const KernelTable& k, int window) 
     std::vector<std::pair<int, int>> tile;
     for (int p = 192; p < 200; ++p) tile.push_back({0, p});
     EXPECT_EQ(run(tile, false), alone) << "in a prompt tile";
+    // The tile's other rows see fewer positions than their tile reads (their last block partly).
+    for (int i = 0; i + 1 < static_cast<int>(tile.size()); ++i)
+      EXPECT_EQ(run(tile, false, i), run({tile[i]}, false)) << "row " << i << " of a prompt tile";
   }
 }
 
@@ -323,6 +345,7 @@ TEST_P(PagedAttention, ARowsOutputDoesNotDependOnTheWorkAroundIt) {
   for (int window : {0, 70}) {
     check_row_invariance<float>(s, k, window);
     check_row_invariance<_Float16>(s, k, window);
+    check_row_invariance<int8_t>(s, k, window);
   }
 }
 
@@ -343,12 +366,19 @@ TEST_P(PagedAttention, PromptChunksAttendInTilesOfRows) {
   check_against_dense<float>(s, k, 0, 0.5f, lens, chunks, sinks);
 }
 
-// A q8_0 sequence longer than the decoded blocks a thread keeps (Q8Slices: 2^18 floats of K, 8,192
-// blocks of 4 positions x 8 dimensions): its later blocks are decoded per row into the spare entry.
+// Long q8_0 sequences: 33,000 positions (prompt rows in tiles, decode rows by chunks), and a
+// latent cache's 8,000, longer than the decoded blocks a thread keeps for a prompt's rows
+// (Q8Slices: 2^18 floats, 409 blocks of 16 positions x 40 dimensions), whose later blocks are
+// decoded per row into the spare entry.
 TEST_P(PagedAttention, Q8CacheLongerThanTheKeptBlocks) {
   const Shape& s = std::get<0>(GetParam());
-  if (s.n_kv * s.head_dim != 32 || s.block_size != 4) GTEST_SKIP() << "run on the one 8-wide shape";
-  check_against_dense<int8_t>(s, kernel_table(std::get<1>(GetParam())), 0, 0.0f, {33000, 40}, {3, 40});
+  const KernelTable& k = kernel_table(std::get<1>(GetParam()));
+  if (s.n_kv * s.head_dim == 32 && s.block_size == 4)
+    check_against_dense<int8_t>(s, k, 0, 0.0f, {33000, 40}, {3, 40});
+  else if (s.n_kv == 1 && s.head_dim == 40)
+    check_against_dense<int8_t>(s, k, 0, 0.0f, {8000, 40}, {3, 40}, {}, s.head_dim - 8);
+  else
+    GTEST_SKIP() << "run on the one 8-wide shape and the latent one";
 }
 
 // A sliding window of 7 (not a whole number of blocks) and a soft cap that bends the scores.
@@ -394,6 +424,7 @@ INSTANTIATE_TEST_SUITE_P(HeadRatios, PagedAttention,
                                            Shape{8, 1, 32, 8},    // MQA 8:1
                                            Shape{16, 1, 40, 16},  // a latent cache's shape: 32 latent + 8 rotary
                                            Shape{16, 2, 64, 16},  // GQA 8:1
+                                           Shape{4, 2, 64, 16},   // GQA 2:1, tiles of 4 rows in blocks of 16
                                            Shape{6, 3, 12, 1},    // block size 1
                                            Shape{4, 2, 128, 16},  // two 64-wide output chunks
                                            Shape{2, 2, 80, 32},   // a 64-wide chunk, a 16-wide one, 2 lanes groups

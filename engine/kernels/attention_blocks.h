@@ -380,20 +380,28 @@ inline void block_scores_multi(const float* const* qs, const KvT* kb, int n, int
 }
 
 // o[m] += Σ_s w[m][s] · V[s, :] over the first n positions of one block for M weight rows: each V
-// value is loaded and converted once for all M. ws: M pointers to [n]; vb: [block_size, stride]
-// (head_dim of each row summed); os: M pointers to [head_dim].
-template <int M, class KvT>
+// value is loaded and converted once for all M. kScaled: each position's V row is first multiplied
+// by vscale[s] (a q8_0 run's scales, once for all M), else vscale is unused. ws: M pointers to
+// [n]; vb: [block_size, stride] (head_dim of each row summed); os: M pointers to [head_dim];
+// vscale: [n].
+template <int M, bool kScaled = false, class KvT>
 inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int n, int head_dim, int stride,
-                                     float* const* os) {
+                                     float* const* os, const float* vscale = nullptr) {
+  // V[s, d] as the kernels below weigh it.
+  [[maybe_unused]] auto value = [&](int s, int d) {
+    const float v = static_cast<float>(vb[static_cast<int64_t>(s) * stride + d]);
+    return kScaled ? v * vscale[s] : v;
+  };
 #if KVSERVE_HAS_AVX512
   int d0 = 0;
+  auto scaled = [&](__m512 v, int s) { return kScaled ? _mm512_mul_ps(v, _mm512_set1_ps(vscale[s])) : v; };
   // 32 output dimensions at a time: 2M accumulators, two V loads per position.
   for (; d0 + 2 * kLanes <= head_dim; d0 += 2 * kLanes) {
     __m512 a[M][2];
     for (int m = 0; m < M; ++m) a[m][0] = _mm512_loadu_ps(os[m] + d0), a[m][1] = _mm512_loadu_ps(os[m] + d0 + kLanes);
     for (int s = 0; s < n; ++s) {
       const KvT* v = vb + static_cast<int64_t>(s) * stride + d0;
-      const __m512 v0 = load16(v), v1 = load16(v + kLanes);
+      const __m512 v0 = scaled(load16(v), s), v1 = scaled(load16(v + kLanes), s);
       for (int m = 0; m < M; ++m) {
         const __m512 w = _mm512_set1_ps(ws[m][s]);
         a[m][0] = _mm512_fmadd_ps(w, v0, a[m][0]);
@@ -406,15 +414,14 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
     __m512 a[M];
     for (int m = 0; m < M; ++m) a[m] = _mm512_loadu_ps(os[m] + d0);
     for (int s = 0; s < n; ++s) {
-      const __m512 v0 = load16(vb + static_cast<int64_t>(s) * stride + d0);
+      const __m512 v0 = scaled(load16(vb + static_cast<int64_t>(s) * stride + d0), s);
       for (int m = 0; m < M; ++m) a[m] = _mm512_fmadd_ps(_mm512_set1_ps(ws[m][s]), v0, a[m]);
     }
     for (int m = 0; m < M; ++m) _mm512_storeu_ps(os[m] + d0, a[m]);
   }
   for (int m = 0; m < M; ++m)
     for (int s = 0; s < n; ++s)
-      for (int d = d0; d < head_dim; ++d)
-        os[m][d] += ws[m][s] * static_cast<float>(vb[static_cast<int64_t>(s) * stride + d]);
+      for (int d = d0; d < head_dim; ++d) os[m][d] += ws[m][s] * value(s, d);
 #elif KVS_ATTN_AVX2
   // 8 output dimensions at a time: M accumulators, one V load per position.
   int d0 = 0;
@@ -422,17 +429,23 @@ inline void block_weighted_sum_multi(const float* const* ws, const KvT* vb, int 
     __m256 a[M];
     for (int m = 0; m < M; ++m) a[m] = _mm256_loadu_ps(os[m] + d0);
     for (int s = 0; s < n; ++s) {
-      const __m256 v = load8(vb + static_cast<int64_t>(s) * stride + d0);
+      __m256 v = load8(vb + static_cast<int64_t>(s) * stride + d0);
+      if constexpr (kScaled) v = _mm256_mul_ps(v, _mm256_set1_ps(vscale[s]));
       for (int m = 0; m < M; ++m) a[m] = _mm256_fmadd_ps(_mm256_set1_ps(ws[m][s]), v, a[m]);
     }
     for (int m = 0; m < M; ++m) _mm256_storeu_ps(os[m] + d0, a[m]);
   }
   for (int m = 0; m < M; ++m)
     for (int s = 0; s < n; ++s)
-      for (int d = d0; d < head_dim; ++d)
-        os[m][d] += ws[m][s] * static_cast<float>(vb[static_cast<int64_t>(s) * stride + d]);
+      for (int d = d0; d < head_dim; ++d) os[m][d] += ws[m][s] * value(s, d);
 #else
-  for (int m = 0; m < M; ++m) block_weighted_sum(ws[m], vb, n, head_dim, stride, os[m]);
+  if constexpr (kScaled) {
+    for (int m = 0; m < M; ++m)
+      for (int s = 0; s < n; ++s)
+        for (int d = 0; d < head_dim; ++d) os[m][d] += ws[m][s] * value(s, d);
+  } else {
+    for (int m = 0; m < M; ++m) block_weighted_sum(ws[m], vb, n, head_dim, stride, os[m]);
+  }
 #endif
 }
 

@@ -193,32 +193,36 @@ inline void q8_block_scores_queries(const float* const* qs, int count, const T* 
     });
 }
 
-// o[m] += Σ_s w[m][s] · V[s, :] for count weight rows against one block's q8_0 V slice: each
-// run's weights times its positions' scales, then the float kernels over the run's values.
-// T as above. ws: count pointers to [n]; vb: [block_size, head_dim]; vs: the block's scales
+// o[m] += Σ_s w[m][s] · V[s, :] for count weight rows against one block's q8_0 V slice, a run of
+// dimensions under one scale at a time. Several rows: each position's run of V times its scale,
+// once for all, then weighed (block_weighted_sum_multi); a lone row (multi-head attention's
+// decode): its weights times the scales, then the plain kernel, with no multiply per value. The
+// split depends only on the count of rows a call takes, the same for a GQA row alone or in a
+// tile. T as above. ws: count pointers to [n]; vb: [block_size, head_dim]; vs: the block's scales
 // [groups, block_size]; os: count pointers to [head_dim]; scratch: any, grown here.
 template <class T>
 inline void q8_block_weighted_sum_queries(const float* const* ws, int count, const T* vb, const uint16_t* vs,
                                           int kvh, int n, int head_dim, int block_size, float* const* os,
                                           std::vector<float>& scratch) {
-  if (scratch.size() < static_cast<size_t>(kMaxQueries + 1) * block_size)
-    scratch.resize(static_cast<size_t>(kMaxQueries + 1) * block_size);
+  if (scratch.size() < static_cast<size_t>(2) * block_size) scratch.resize(static_cast<size_t>(2) * block_size);
   float* const sr = scratch.data();  // the run's scales, [n]
   for (int m0 = 0; m0 < count; m0 += kMaxQueries) {
     const int mq = std::min(kMaxQueries, count - m0);
-    const float* wr[kMaxQueries];
-    float* orun[kMaxQueries];
     for_each_q8_run(kvh, head_dim, [&](int d0, int d1, int g) {
       q8_scales(vs + static_cast<int64_t>(g) * block_size, n, 1.0f, sr);
-      for (int m = 0; m < mq; ++m) {
-        float* w = scratch.data() + static_cast<size_t>(m + 1) * block_size;
-        const float* src = ws[m0 + m];
+      float* orun[kMaxQueries];
+      for (int m = 0; m < mq; ++m) orun[m] = os[m0 + m] + d0;
+      if (mq == 1) {
+        float* w = scratch.data() + block_size;
+        const float* src = ws[m0];
 #pragma omp simd
         for (int s = 0; s < n; ++s) w[s] = src[s] * sr[s];
-        wr[m] = w;
-        orun[m] = os[m0 + m] + d0;
+        block_weighted_sum(w, vb + d0, n, d1 - d0, head_dim, orun[0]);
+        return;
       }
-      block_weighted_sum_queries(wr, mq, vb + d0, n, d1 - d0, head_dim, orun);
+      with_query_count(mq, [&]<int M>() {
+        if constexpr (M >= 2) block_weighted_sum_multi<M, true>(ws + m0, vb + d0, n, d1 - d0, head_dim, orun, sr);
+      });
     });
   }
 }

@@ -10,7 +10,8 @@
 #   metrics: scripts/bench-metrics.sh, a /metrics scrape's latency idle and under full load
 #   speculative: scripts/bench-speculative.sh, verification cost, one stream with prompt lookup and a draft model, 16 streams
 #   vs llama.cpp: with LLAMA_CPP_BIN set (llama-bench, llama-batched-bench and llama-server built
-#           outside the project), scripts/bench-vs-llamacpp.sh and bench-speculative.sh's HTTP rows
+#           outside the project), scripts/bench-vs-llamacpp.sh, bench-speculative.sh's HTTP rows
+#           and bench-served.sh
 # --quick skips the ~1B and MoE shapes (4 GB and 1.8 GB models) and shortens the serving runs.
 # KVSERVE_KV_DTYPE=f32|f16 (default f16, llama.cpp's default cache type, which its published
 # figures used) sets the KV cache element type of every run.
@@ -85,6 +86,9 @@ if [ -n "${LLAMA_CPP_BIN:-}" ]; then "$root/scripts/bench-vs-llamacpp.sh" $([ "$
 # Long context (16 x 1,536 + 64, f16 and q8_0 KV) against the read roofline of weights + K/V, and
 # llama.cpp's flash attention where LLAMA_CPP_BIN is set (bench-results/long-context.md).
 "$root/scripts/bench-long-context.sh" $([ "$quick" = 1 ] && echo --quick)
+# Served: 16 concurrent OpenAI streams, output tok/s, TTFT, TPOT, engine busy share, beside
+# llama-server where LLAMA_CPP_BIN holds it (bench-results/served.md).
+"$root/scripts/bench-served.sh" $([ "$quick" = 1 ] && echo --quick)
 # Prefix caching: a shared 1,024-token prefix and short distinct suffixes, cache on against off.
 serve_and_bench prefix-on true --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32
 serve_and_bench prefix-off false --num-requests 16 --concurrency 4 --shared-prefix-len 1024 --prompt-len 32 --output-len 32

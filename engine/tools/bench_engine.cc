@@ -176,11 +176,15 @@ int main(int argc, char** argv) {
   app.add_option("--batch-gen", batch_gen, "generated tokens per sequence in batch runs")->capture_default_str();
   app.add_option("--threads", threads, "compute threads (0 = all cores)");
   std::string kv_dtype = "f32";
+  int block_size = 16;
   bool keep_bf16 = false;
   app.add_flag("--keep-bf16", keep_bf16, "hold BF16 weights as BF16 (model.keep_bf16)");
   bool no_repack = false;
   app.add_flag("--no-repack", no_repack, "keep quantized weights in the file's layout (model.repack_weights false)");
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32, f16 or q8_0")->capture_default_str();
+  app.add_option("--block-size", block_size, "KV cache positions per block (cache.block_size)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   std::string kernels = "auto";
   app.add_option("--kernels", kernels, "CPU kernel set: auto, avx512, avx2_vnni, avx2, scalar (model.kernels)")
       ->capture_default_str();
@@ -216,12 +220,12 @@ int main(int argc, char** argv) {
   o.scheduler.max_num_seqs = std::max(max_batch, 1);
   o.scheduler.max_num_batched_tokens = std::max(prompt_len, 2048);
   o.scheduler.max_waiting = 4096;
-  o.cache.block_size = 16;
+  o.cache.block_size = block_size;
   o.cache.dtype = kv_dtype;
   constexpr int kDecodePrompt = 128;  // the single-sequence decode runs' prompt
   const int64_t tokens =
       std::max<int64_t>(std::max(prompt_len, kDecodePrompt) + gen, int64_t{max_batch} * (batch_prompt + batch_gen)) + 64;
-  o.cache.num_blocks = static_cast<int32_t>((tokens + 15) / 16 + max_batch);
+  o.cache.num_blocks = static_cast<int32_t>((tokens + block_size - 1) / block_size + max_batch);
   std::unique_ptr<Engine> engine;
   try {
     engine = std::make_unique<Engine>(o);

@@ -76,10 +76,11 @@ namespace {
 constexpr int kChunkPositions = 64;
 
 // Row t's scale·q·k for the query heads of KV heads [h0, h1) at positions [block of p0, p1):
-// sc[qh · span + position - base], base the first block's start the row sees.
+// sc[qh · span + position - base], base the first block's start the row sees. scratch: the q8_0
+// kernels' (attention_q8.h).
 template <class KvT>
 void chunk_scores(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, int h0, int h1, int base, int span,
-                  float* sc, std::vector<float>& kv) {
+                  float* sc, std::vector<float>& scratch) {
   const int n_kv = a.n_kv, hd = a.head_dim, bs = a.block_size, group = a.n_head / n_kv;
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.max_blocks;
   const float* q = a.q + t * a.q_stride;
@@ -99,7 +100,7 @@ void chunk_scores(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, i
       }
       if constexpr (std::is_same_v<KvT, int8_t>) {
         q8_block_scores_queries(qp.data(), group, kb, a.k_scales + block * bs * groups, kvh, n, hd, bs, a.scale,
-                                sp.data(), kv);
+                                sp.data(), scratch);
       } else {
         block_scores_queries(qp.data(), group, kb, n, hd, bs, a.scale, sp.data());
       }
@@ -135,7 +136,7 @@ void finish_scores(const PagedAttentionArgs<KvT>& a, const float* qg, int kvh, f
 // heads [h0, h1), from zero: part[qh · head_dim]. w: the row's weights as chunk_scores laid out.
 template <class KvT>
 void chunk_values(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, int h0, int h1, int base, int span,
-                  const float* w, float* part, std::vector<float>& kv) {
+                  const float* w, float* part, std::vector<float>& scratch) {
   const int n_kv = a.n_kv, hd = a.head_dim, bs = a.block_size, group = a.n_head / n_kv;
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.max_blocks;
   [[maybe_unused]] const int groups = n_kv * hd / kKvQ8Group;
@@ -155,7 +156,7 @@ void chunk_values(const PagedAttentionArgs<KvT>& a, int64_t t, int p0, int p1, i
       }
       if constexpr (std::is_same_v<KvT, int8_t>) {
         q8_block_weighted_sum_queries(wp.data(), group, vb, a.v_scales + block * bs * groups, kvh, n, hd, bs,
-                                      op.data(), kv);
+                                      op.data(), scratch);
         if (b0 == 0 && a.v_anchor)  // position 0's V is its row plus the anchor
           for (int g = 0; g < group; ++g)
             for (int d = 0; d < hd; ++d) op[g][d] += wp[g][0] * a.v_anchor[static_cast<int64_t>(kvh) * hd + d];
@@ -294,7 +295,7 @@ void paged_attention(const PagedAttentionArgs<KvT>& a) {
     thread_local Q8Slices q8;  // q8_0 slices as floats, for a prompt's tiles or a latent cache's rows
     [[maybe_unused]] const int groups = n_kv * head_dim / kKvQ8Group;
     if constexpr (std::is_same_v<KvT, int8_t>) q8.start(block_size * head_dim);
-    thread_local std::vector<float> q8_scratch;  // the q8_0 kernels' scales and partial sums
+    thread_local std::vector<float> q8_scratch;  // the q8_0 kernels' scales and scaled weights
     thread_local std::vector<float> vpart;     // a tile's weighted values of one chunk [heads, queries, vd]
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < n_items; ++it) {

@@ -78,19 +78,26 @@ inline float fmadd_lane(float a, float b, float c) {
 #endif
 }
 
-// One query's score at position s as the score kernels' AVX2 vectors (and block_scores_multi's
-// AVX-512 ones) form it in a lane: even and odd dimensions in two chains, their sum times scale.
-// q: [head_dim]; kb: [head_dim, block_size].
+// q[d0, d1) · K[d0, d1), s] as the score kernels form it in a vector lane: dimension d in chain
+// (d - d0) % C, the chains summed pairwise. Positions a kernel leaves to scalar code get the bits
+// its vector lanes would give. q: [head_dim]; kb: [head_dim, block_size].
+template <int C, class KvT>
+inline float chained_dot_lane(const float* q, const KvT* kb, int d0, int d1, int s, int block_size) {
+  static_assert(C == 2 || C == 4);
+  float a[C] = {};
+  for (int d = d0; d < d1; ++d)
+    a[(d - d0) % C] = fmadd_lane(q[d], static_cast<float>(kb[static_cast<int64_t>(d) * block_size + s]), a[(d - d0) % C]);
+  if constexpr (C == 4)
+    return (a[0] + a[1]) + (a[2] + a[3]);
+  else
+    return a[0] + a[1];
+}
+
+// One query's score at position s as the AVX2 score kernels (and block_scores_multi's AVX-512
+// ones) form it: even and odd dimensions in two chains, their sum times scale.
 template <class KvT>
 inline float score_lane(const float* q, const KvT* kb, int s, int head_dim, int block_size, float scale) {
-  float a0 = 0.0f, a1 = 0.0f;
-  int d = 0;
-  for (; d + 2 <= head_dim; d += 2) {
-    a0 = fmadd_lane(q[d], static_cast<float>(kb[static_cast<int64_t>(d) * block_size + s]), a0);
-    a1 = fmadd_lane(q[d + 1], static_cast<float>(kb[static_cast<int64_t>(d + 1) * block_size + s]), a1);
-  }
-  if (d < head_dim) a0 = fmadd_lane(q[d], static_cast<float>(kb[static_cast<int64_t>(d) * block_size + s]), a0);
-  return (a0 + a1) * scale;
+  return chained_dot_lane<2>(q, kb, 0, head_dim, s, block_size) * scale;
 }
 
 // sc[0..n) = scale · (q · K[:, s]) for the first n positions of one block.

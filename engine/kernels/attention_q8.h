@@ -31,13 +31,18 @@ inline uint16_t quantize32(const float* x, int8_t* q) {
   return dh;
 }
 
+// The end of the run of KV head kvh's dimensions that starts at d0 (under one scale group).
+inline int q8_run_end(int kvh, int head_dim, int d0) {
+  const int c = kvh * head_dim + d0;
+  return std::min(head_dim, d0 + (c / kKvQ8Group + 1) * kKvQ8Group - c);
+}
+
 // f(d0, d1, g) for each run [d0, d1) of KV head kvh's dimensions under scale group g.
 template <class F>
 inline void for_each_q8_run(int kvh, int head_dim, F&& f) {
   for (int d0 = 0, d1 = 0; d0 < head_dim; d0 = d1) {
-    const int c = kvh * head_dim + d0, g = c / kKvQ8Group;
-    d1 = std::min(head_dim, d0 + (g + 1) * kKvQ8Group - c);
-    f(d0, d1, g);
+    d1 = q8_run_end(kvh, head_dim, d0);
+    f(d0, d1, (kvh * head_dim + d0) / kKvQ8Group);
   }
 }
 
@@ -59,8 +64,8 @@ template <int M>
 constexpr int kQ8Chains = M == 1 ? 4 : 2;
 
 // One query's score at position s of a q8_0 K slice, as the vector kernels below form it in a
-// lane: per run, dimension d in chain (d - run start) % C, the chains summed pairwise, times the
-// run's scale, added up over the runs. q: [head_dim]; kb: [head_dim, block_size];
+// lane: per run, its chained dot product (chained_dot_lane) times the run's scale, added up over
+// the runs. q: [head_dim]; kb: [head_dim, block_size];
 // sr: [runs, block_size].
 template <int C, class T>
 inline float q8_score_lane(const float* q, const T* kb, int kvh, int s, int head_dim, int block_size,
@@ -68,10 +73,7 @@ inline float q8_score_lane(const float* q, const T* kb, int kvh, int s, int head
   float tot = 0.0f;
   int r = 0;
   for_each_q8_run(kvh, head_dim, [&](int d0, int d1, int) {
-    float a[C] = {};
-    for (int d = d0; d < d1; ++d)
-      a[(d - d0) % C] = fmadd_lane(q[d], static_cast<float>(kb[static_cast<int64_t>(d) * block_size + s]), a[(d - d0) % C]);
-    const float sum = C == 4 ? (a[0] + a[1]) + (a[2 % C] + a[3 % C]) : a[0] + a[1 % C];
+    const float sum = chained_dot_lane<C>(q, kb, d0, d1, s, block_size);
     const float sv = sr[static_cast<int64_t>(r) * block_size + s];
     tot = r == 0 ? sv * sum : fmadd_lane(sv, sum, tot);
     ++r;
@@ -105,8 +107,7 @@ inline void q8_scores_multi(const float* const* qs, const T* kb, int kvh, int n,
     __m512 tot[M];
     int r = 0;
     for (int d0 = 0, d1 = 0; d0 < head_dim; d0 = d1, ++r) {
-      const int c0 = kvh * head_dim + d0;
-      d1 = std::min(head_dim, d0 + (c0 / kKvQ8Group + 1) * kKvQ8Group - c0);
+      d1 = q8_run_end(kvh, head_dim, d0);
       __m512 a[M][C];
       for (int m = 0; m < M; ++m)
         for (int c = 0; c < C; ++c) a[m][c] = _mm512_setzero_ps();
@@ -142,8 +143,7 @@ inline void q8_scores_multi(const float* const* qs, const T* kb, int kvh, int n,
       __m256 tot[kQ];
       int r = 0;
       for (int d0 = 0, d1 = 0; d0 < head_dim; d0 = d1, ++r) {
-        const int c0 = kvh * head_dim + d0;
-        d1 = std::min(head_dim, d0 + (c0 / kKvQ8Group + 1) * kKvQ8Group - c0);
+        d1 = q8_run_end(kvh, head_dim, d0);
         __m256 a[kQ][C];
         for (int m = 0; m < kQ; ++m)
           for (int c = 0; c < C; ++c) a[m][c] = _mm256_setzero_ps();
